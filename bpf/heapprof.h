@@ -1,0 +1,118 @@
+/*
+ * heapprof.h - the structs and enums shared by the BPF programs
+ * (heapprof.bpf.c) and the daemon: map keys and values, probe kinds and
+ * error counters. Plain fixed-width types only, so both sides agree on
+ * layout.
+ */
+#ifndef HEAPPROF_SHARED_H
+#define HEAPPROF_SHARED_H
+
+#include "hp_limits.h"
+
+#ifndef __VMLINUX_H__
+#include <linux/types.h>
+#endif
+
+/* Fixed-point scales of the weights kept in the counts: objects in 1/2^16,
+ * bytes in 1/2^8 (so a stack's cumulative bytes can reach 2^56). */
+#define HP_OBJ_SHIFT 16
+#define HP_BYTES_SHIFT 8
+
+/* What a probed function is; the attach cookie carries it. */
+enum hp_kind {
+    HP_MALLOC = 0,     /* malloc(size) */
+    HP_CALLOC,         /* calloc(n, m) */
+    HP_REALLOC,        /* realloc(p, size) */
+    HP_REALLOCARRAY,   /* reallocarray(p, n, m) */
+    HP_POSIX_MEMALIGN, /* posix_memalign(&p, align, size) */
+    HP_ALIGNED_ALLOC,  /* aligned_alloc(align, size), memalign(align, size) */
+    HP_VALLOC,         /* valloc(size), pvalloc(size) */
+    HP_FREE,           /* free(p), free_sized(p, n), free_aligned_sized(p, a, n) */
+    HP_KIND_COUNT,
+};
+
+/* Per-CPU error and event counters (index into the `stats` map). */
+enum hp_stat {
+    HP_STAT_SAMPLES = 0,       /* sampled allocations recorded */
+    HP_STAT_FREES_MATCHED,     /* frees of sampled pointers */
+    HP_STAT_NESTED,            /* allocator calls inside another, counted at the outer one */
+    HP_STAT_STACK_COLLISION,   /* a stack hash probe found a different stack */
+    HP_STAT_STACK_DROPPED,     /* no stack slot: sample dropped */
+    HP_STAT_COUNTS_FULL,       /* counts map full: sample dropped */
+    HP_STAT_LIVE_FULL,         /* live map full: allocation not tracked for in-use */
+    HP_STAT_PENDING_FULL,      /* pending map full: sampled call lost */
+    HP_STAT_STACK_TRUNCATED,   /* stack deeper than HP_MAX_FRAMES */
+    HP_STAT_STACK_READ_ERROR,  /* a user-memory read failed during the walk */
+    HP_STAT_COUNT,
+};
+
+/* Key of the counts map: one process, one stack. */
+struct hp_count_key {
+    __u32 tgid;
+    __u32 pad;
+    __u64 stack_id;
+};
+
+/* Weighted totals of one (process, stack); fixed point, see the shifts. */
+struct hp_counts {
+    __u64 alloc_objects;
+    __u64 alloc_bytes;
+    __s64 inuse_objects;
+    __s64 inuse_bytes;
+};
+
+/* A stack: return addresses, leaf first. */
+struct hp_stack {
+    __u32 len;
+    __u32 pad;
+    __u64 frames[HP_MAX_FRAMES];
+};
+
+/* Key of the live map: addresses repeat across processes. */
+struct hp_live_key {
+    __u32 tgid;
+    __u32 pad;
+    __u64 ptr;
+};
+
+/* A sampled allocation still alive, with the weights it added. */
+struct hp_live {
+    __u64 stack_id;
+    __u64 size;
+    __u64 w_objects;
+    __u64 w_bytes;
+    __u64 time_ns;
+};
+
+/* Key of a call between its entry and return: a thread and its stack
+ * pointer at entry, so that a nested or re-entered call has its own. */
+struct hp_pending_key {
+    __u64 pid_tgid;
+    __u64 sp;
+};
+
+/* What the return probe needs of a call the entry probe chose. */
+struct hp_pending {
+    __u64 size;
+    __u64 stack_id;   /* 0: not sampled (only the realloc of a live pointer) */
+    __u64 old_ptr;    /* realloc: the pointer being resized */
+    __u64 out_ptr;    /* posix_memalign: where the pointer is written */
+    __u32 kind;
+    __u32 old_live;   /* realloc: old_ptr was a sampled live pointer */
+};
+
+/* One attached allocator object in one process: where its probed functions
+ * are, so that a call made from inside one of them is seen as nested. */
+struct hp_image {
+    __u32 nfuncs;
+    __u32 pad;
+    __u64 start[HP_MAX_FUNCS];
+    __u64 end[HP_MAX_FUNCS];
+};
+
+/* Attach cookie: image slot in the upper bits, probe kind in the low byte. */
+#define HP_COOKIE(image, kind) (((__u64)(image) << 8) | (__u64)(kind))
+#define HP_COOKIE_IMAGE(c) ((__u32)((c) >> 8))
+#define HP_COOKIE_KIND(c) ((__u32)((c)&0xff))
+
+#endif

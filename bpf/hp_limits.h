@@ -1,0 +1,41 @@
+/*
+ * hp_limits.h - every size limit of heapprofd's BPF maps and stacks, in one
+ * place, each with the reason for its number. Included by both the BPF
+ * programs and the daemon.
+ */
+#ifndef HEAPPROF_LIMITS_H
+#define HEAPPROF_LIMITS_H
+
+/* Frames kept per stack: perf's default user stack depth is 127, and
+ * deeper stacks are rare outside runaway recursion. */
+#define HP_MAX_FRAMES 127
+
+/* Distinct stacks across all profiled processes. A stack costs ~1 KiB and
+ * the map allocates on use, so the cap bounds kernel memory to ~64 MiB. */
+#define HP_MAX_STACKS 65536
+
+/* Distinct (process, stack) pairs with counts: 48 bytes each, preallocated. */
+#define HP_MAX_COUNTS 131072
+
+/* Sampled allocations alive at once, across processes. At the default
+ * interval (512 KiB) this covers 128 GiB of sampled live heap; tests at
+ * interval 1 keep far fewer objects alive. ~100 bytes each, preallocated. */
+#define HP_MAX_LIVE 262144
+
+/* Sampled calls between their entry and return probe, across threads. */
+#define HP_MAX_PENDING 16384
+
+/* Allocator images attached (one per process and allocator object), each
+ * holding the code ranges of the probed functions (see nested calls). */
+#define HP_MAX_IMAGES 4096
+
+/* Probed functions per allocator image (malloc, calloc, realloc, ...). */
+#define HP_MAX_FUNCS 16
+
+/* Slots probed for a free place when two stacks hash to one id. */
+#define HP_STACK_PROBES 4
+
+/* Processes profiled at once. */
+#define HP_MAX_TARGETS 1024
+
+#endif

@@ -1,0 +1,129 @@
+/*
+ * sampling_math.h - the integer arithmetic of Poisson sampling by bytes,
+ * shared by the BPF programs (which have no floating point) and the unit
+ * tests that check it against libm.
+ *
+ * Two things are computed:
+ *  - the exponential wait before the next sample, R * -ln(U), from a 32-bit
+ *    random number, through a table of log2 on [1, 2];
+ *  - the weight of a sample of s bytes, 1 / (1 - exp(-s/R)) objects, from
+ *    the Laurent series for s < R and a table with linear interpolation for
+ *    R <= s < 24R; beyond that the weight is 1 (exp(-24) < 4e-11).
+ * Tables are filled in userspace (daemon/sampling_tables.c) and passed to
+ * the BPF side as read-only data. Both approximations err by less than
+ * 1e-5 relative (see tests/unit/test_sampling_math.c), far below sampling
+ * noise, so the estimates stay unbiased for practical purposes.
+ */
+#ifndef HEAPPROF_SAMPLING_MATH_H
+#define HEAPPROF_SAMPLING_MATH_H
+
+#include "heapprof.h"
+
+/* log2(1 + i/256) for i = 0..256, in units of 2^-24. */
+#define HP_LOG2_TABLE_LEN 257
+/* 1/(1 - exp(-i/256)) for i = 0..HP_WEIGHT_TABLE_MAX, in units of 2^-16. */
+#define HP_WEIGHT_X_MAX 24
+#define HP_WEIGHT_TABLE_MAX (HP_WEIGHT_X_MAX * 256)
+#define HP_WEIGHT_TABLE_LEN (HP_WEIGHT_TABLE_MAX + 1)
+
+/* The largest sampling interval: keeps every product below 2^64. */
+#define HP_MAX_INTERVAL (1ULL << 32)
+/* Sizes are clamped here before weighting; no allocation is that large. */
+#define HP_MAX_SIZE (1ULL << 47)
+
+/* ln(2) in units of 2^-32. */
+#define HP_LN2_FIX32 2977044472ULL
+
+/* Position of the highest set bit of a non-zero value below 2^34. */
+static __always_inline __u32 hp_msb34(__u64 v)
+{
+    __u32 e = 0;
+    if (v >= (1ULL << 32)) {
+        v >>= 32;
+        e += 32;
+    }
+    if (v >= (1ULL << 16)) {
+        v >>= 16;
+        e += 16;
+    }
+    if (v >= (1ULL << 8)) {
+        v >>= 8;
+        e += 8;
+    }
+    if (v >= (1ULL << 4)) {
+        v >>= 4;
+        e += 4;
+    }
+    if (v >= (1ULL << 2)) {
+        v >>= 2;
+        e += 2;
+    }
+    if (v >= (1ULL << 1))
+        e += 1;
+    return e;
+}
+
+/*
+ * The bytes until the next sample: interval * -ln(U) with U = (rnd + 0.5) / 2^32,
+ * an exponential wait of mean `interval`.
+ */
+static __always_inline __u64 hp_exp_wait(__u32 rnd, __u64 interval, const volatile __u32 *log2_table)
+{
+    __u64 m = ((__u64)rnd << 1) | 1; /* 2 * (rnd + 0.5), in [1, 2^33) */
+    __u32 e = hp_msb34(m);
+    __u64 frac = e ? (m << (64 - e)) : 0; /* bits below the leading one */
+    __u32 idx = (__u32)(frac >> 56) & 0xff;
+    __u64 rem = (frac >> 40) & 0xffff;
+    __u64 lo = log2_table[idx], hi = log2_table[idx + 1];
+    __u64 log2_m = ((__u64)e << 24) + lo + (((hi - lo) * rem) >> 16);
+    __u64 neg_log2_u = (33ULL << 24) - log2_m;            /* -log2(U), 2^-24 units */
+    __u64 neg_ln_u = (neg_log2_u * HP_LN2_FIX32) >> 32;   /* -ln(U), 2^-24 units */
+    __u64 wait = (interval * neg_ln_u) >> 24;
+    return wait ? wait : 1;
+}
+
+/*
+ * The number of allocations one sample of `size` bytes stands for,
+ * 1 / (1 - exp(-size/interval)), in units of 2^-16. An interval of 1 means
+ * every allocation is recorded, each as itself.
+ */
+static __always_inline __u64 hp_weight_objects(__u64 size, __u64 interval,
+                                               const volatile __u64 *weight_table)
+{
+    if (interval <= 1)
+        return 1ULL << HP_OBJ_SHIFT;
+    if (size == 0)
+        size = 1; /* malloc(0) returns an object; weigh it as one byte */
+    if (size > HP_MAX_SIZE)
+        size = HP_MAX_SIZE;
+    if (size >= HP_WEIGHT_X_MAX * interval)
+        return 1ULL << HP_OBJ_SHIFT;
+    __u64 x16 = (size << 16) / interval; /* x = size/interval in 2^-16 units */
+    if (x16 < (1ULL << 16)) {
+        /* 1/(1-e^-x) = 1/x + 1/2 + x/12 - x^3/720 + x^5/30240 - ... */
+        __u64 x3 = (((x16 * x16) >> 16) * x16) >> 16;
+        __u64 x5 = (((x3 * x16) >> 16) * x16) >> 16;
+        return ((interval << 16) / size) + (1ULL << 15) + x16 / 12 - x3 / 720 + x5 / 30240;
+    }
+    __u32 t = (__u32)(x16 >> 8);
+    if (t >= HP_WEIGHT_TABLE_MAX)
+        return 1ULL << HP_OBJ_SHIFT;
+    __u64 frac = x16 & 0xff;
+    __u64 a = weight_table[t], b = weight_table[t + 1]; /* decreasing in t */
+    return a - (((a - b) * frac) >> 8);
+}
+
+/* The bytes one sample stands for, size * objects weight, in units of 2^-8. */
+static __always_inline __u64 hp_weight_bytes(__u64 size, __u64 w_objects)
+{
+    if (size > HP_MAX_SIZE)
+        size = HP_MAX_SIZE;
+    if (w_objects == (1ULL << HP_OBJ_SHIFT))
+        return size << HP_BYTES_SHIFT;
+    /* Here size < 24 * interval <= 2^37 and w_objects < 2^49 / size, so the
+     * product stays below 2^55. */
+    return (size * w_objects + (1ULL << (HP_OBJ_SHIFT - HP_BYTES_SHIFT - 1))) >>
+           (HP_OBJ_SHIFT - HP_BYTES_SHIFT);
+}
+
+#endif

@@ -1,0 +1,202 @@
+/*
+ * allocator.c - resolves the allocator functions of a process in the dynamic
+ * linker's search order (see allocator.h).
+ */
+#include "allocator.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "elf_file.h"
+#include "load_order.h"
+
+/* The functions we probe, and what each one is. Aliases at one address
+ * (glibc's memalign and aligned_alloc) are probed once. */
+static const struct {
+    const char *name;
+    enum hp_kind kind;
+} probed_functions[] = {
+    {"malloc", HP_MALLOC},
+    {"calloc", HP_CALLOC},
+    {"realloc", HP_REALLOC},
+    {"reallocarray", HP_REALLOCARRAY},
+    {"posix_memalign", HP_POSIX_MEMALIGN},
+    {"aligned_alloc", HP_ALIGNED_ALLOC},
+    {"memalign", HP_ALIGNED_ALLOC},
+    {"valloc", HP_VALLOC},
+    {"pvalloc", HP_VALLOC},
+    {"free", HP_FREE},
+    {"free_sized", HP_FREE},
+    {"free_aligned_sized", HP_FREE},
+};
+#define N_PROBED (sizeof(probed_functions) / sizeof(probed_functions[0]))
+
+/* An object of the process, opened once per resolution. */
+struct candidate {
+    const struct loaded_object *lo;
+    struct elf_file *ef;
+    int tried;
+    int is_static_exe;
+};
+
+/* Opens the object as the process maps it, even in another mount
+ * namespace or after the file was deleted. */
+static int open_object(pid_t pid, const struct loaded_object *lo, struct elf_file **ef,
+                       char *path, size_t pathlen)
+{
+    if (lo->first_mapping) {
+        snprintf(path, pathlen, "/proc/%d/map_files/%llx-%llx", (int)pid,
+                 (unsigned long long)lo->first_mapping->start,
+                 (unsigned long long)lo->first_mapping->end);
+        if (elf_file_open(path, ef) == 0)
+            return 0;
+    }
+    snprintf(path, pathlen, "/proc/%d/root%s", (int)pid, lo->path);
+    return elf_file_open(path, ef);
+}
+
+/* The mapping of `object_path` holding file offset `off`, to place code in memory. */
+static const struct proc_mapping *mapping_of_offset(const struct proc_maps *maps,
+                                                    const char *object_path, uint64_t off)
+{
+    for (size_t i = 0; i < maps->n; i++) {
+        const struct proc_mapping *m = &maps->v[i];
+        if (strcmp(m->path, object_path) == 0 && off >= m->offset &&
+            off < m->offset + (m->end - m->start))
+            return m;
+    }
+    return NULL;
+}
+
+static int already_planned(const struct allocator_plan *plan, const char *obj, uint64_t off)
+{
+    for (size_t i = 0; i < plan->n; i++)
+        if (plan->funcs[i].file_offset == off && strcmp(plan->funcs[i].object_path, obj) == 0)
+            return 1;
+    return 0;
+}
+
+/* Adds function `k` from candidate `c` to the plan; 0 if it was added or is an alias. */
+static int plan_function(pid_t pid, const struct proc_maps *maps, struct candidate *c, size_t k,
+                         const struct elf_symbol *sym, struct allocator_plan *plan)
+{
+    uint64_t off;
+    if (elf_file_vaddr_to_offset(c->ef, sym->vaddr, &off) != 0)
+        return -ENOENT;
+    if (already_planned(plan, c->lo->path, off))
+        return 0;
+    const struct proc_mapping *m = mapping_of_offset(maps, c->lo->path, off);
+    if (!m || plan->n == HP_MAX_FUNCS)
+        return -ENOENT;
+    struct allocator_func *f = &plan->funcs[plan->n];
+    char open_path[256];
+    snprintf(open_path, sizeof(open_path), "/proc/%d/map_files/%llx-%llx", (int)pid,
+             (unsigned long long)m->start, (unsigned long long)m->end);
+    f->name = probed_functions[k].name;
+    f->kind = probed_functions[k].kind;
+    f->object_path = strdup(c->lo->path);
+    f->open_path = strdup(open_path);
+    f->file_offset = off;
+    f->runtime_start = m->start + (off - m->offset);
+    f->runtime_end = f->runtime_start + (sym->size ? sym->size : 1);
+    if (!f->object_path || !f->open_path) {
+        free(f->object_path);
+        free(f->open_path);
+        return -ENOMEM;
+    }
+    plan->n++;
+    return 0;
+}
+
+int allocator_resolve(pid_t pid, const struct proc_maps *maps, struct allocator_plan *plan,
+                      char *err, size_t errlen)
+{
+    struct load_order lo;
+    memset(plan, 0, sizeof(*plan));
+    int e = load_order_read(pid, maps, &lo);
+    if (e) {
+        snprintf(err, errlen, "read the loaded objects of process %d: %s", (int)pid,
+                 strerror(-e));
+        return e;
+    }
+    struct candidate *cands = calloc(lo.n ? lo.n : 1, sizeof(*cands));
+    if (!cands) {
+        load_order_free(&lo);
+        return -ENOMEM;
+    }
+    for (size_t i = 0; i < lo.n; i++)
+        cands[i].lo = &lo.v[i];
+
+    for (size_t k = 0; k < N_PROBED && e == 0; k++) {
+        for (size_t i = 0; i < lo.n; i++) {
+            struct candidate *c = &cands[i];
+            if (!c->tried) {
+                char path[512];
+                c->tried = 1;
+                if (open_object(pid, c->lo, &c->ef, path, sizeof(path)) != 0)
+                    c->ef = NULL;
+                /* A static executable binds to its own symbol table. */
+                c->is_static_exe = c->ef && i == 0 && !elf_file_is_dynamic(c->ef);
+            }
+            if (!c->ef)
+                continue;
+            struct elf_symbol sym;
+            if (elf_file_find_function(c->ef, probed_functions[k].name, !c->is_static_exe,
+                                       &sym) != 0)
+                continue;
+            e = plan_function(pid, maps, c, k, &sym, plan);
+            if (e == -ENOENT)
+                e = 0; /* calls bind here even so; unmapped code cannot be probed */
+            break;
+        }
+    }
+
+    int have_malloc = 0, have_free = 0;
+    for (size_t i = 0; i < plan->n; i++) {
+        have_malloc |= plan->funcs[i].kind == HP_MALLOC;
+        have_free |= plan->funcs[i].kind == HP_FREE;
+    }
+    if (e == 0 && (!have_malloc || !have_free)) {
+        snprintf(err, errlen, "process %d: no loaded object defines malloc and free", (int)pid);
+        e = -ENOENT;
+    } else if (e) {
+        snprintf(err, errlen, "process %d: resolve allocator functions: %s", (int)pid,
+                 strerror(-e));
+    }
+    for (size_t i = 0; i < lo.n; i++)
+        elf_file_close(cands[i].ef);
+    free(cands);
+    load_order_free(&lo);
+    if (e)
+        allocator_plan_free(plan);
+    return e;
+}
+
+void allocator_plan_free(struct allocator_plan *plan)
+{
+    for (size_t i = 0; i < plan->n; i++) {
+        free(plan->funcs[i].object_path);
+        free(plan->funcs[i].open_path);
+    }
+    plan->n = 0;
+}
+
+int allocator_is_allocator_symbol(const char *name)
+{
+    static const char *const exact[] = {
+        "malloc", "calloc", "realloc", "reallocarray", "posix_memalign", "aligned_alloc",
+        "memalign", "valloc", "pvalloc", "free", "__libc_malloc", "__libc_calloc",
+        "__libc_realloc", "__libc_memalign", "__libc_valloc", "__libc_pvalloc",
+        "__libc_reallocarray", "__posix_memalign", "__rust_alloc", "__rust_alloc_zeroed",
+        "__rust_realloc", "__rg_alloc", "__rg_alloc_zeroed", "__rg_realloc",
+    };
+    for (size_t i = 0; i < sizeof(exact) / sizeof(exact[0]); i++)
+        if (strcmp(name, exact[i]) == 0)
+            return 1;
+    /* operator new and new[] in all their forms: _Znwm, _Znam, _ZnwmRKSt9nothrow_t,
+     * _ZnwmSt11align_val_t, ... */
+    return strncmp(name, "_Znwm", 5) == 0 || strncmp(name, "_Znam", 5) == 0 ||
+           strncmp(name, "_Znwj", 5) == 0 || strncmp(name, "_Znaj", 5) == 0;
+}

@@ -1,0 +1,51 @@
+/*
+ * allocator.h - finds the allocator functions a process's calls really bind
+ * to: for each name (malloc, calloc, ..., free), the first object in the
+ * dynamic linker's search order that defines it. That is libc.so.6 usually,
+ * a preloaded or linked jemalloc/tcmalloc/mimalloc, or the executable itself
+ * when it is statically linked.
+ *
+ * Ownership: a `struct allocator_plan` owns its strings; free with
+ * allocator_plan_free().
+ */
+#ifndef HEAPPROF_ALLOCATOR_H
+#define HEAPPROF_ALLOCATOR_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "heapprof.h"
+#include "proc_maps.h"
+
+/* One function to probe. */
+struct allocator_func {
+    const char *name;        /* "malloc" (static string) */
+    enum hp_kind kind;
+    char *object_path;       /* the object defining it, as the process sees it */
+    char *open_path;         /* a path the kernel can open: /proc/PID/map_files/... */
+    uint64_t file_offset;    /* where the uprobe goes */
+    uint64_t runtime_start;  /* the function's code in the process */
+    uint64_t runtime_end;
+};
+
+/* Everything to probe in one process. */
+struct allocator_plan {
+    struct allocator_func funcs[HP_MAX_FUNCS];
+    size_t n;
+};
+
+/*
+ * Resolves the allocator of process `pid` (whose maps are `maps`). Returns
+ * -ENOENT with a reason in `err` if no object defines malloc and free,
+ * -ESRCH if the process is gone.
+ */
+int allocator_resolve(pid_t pid, const struct proc_maps *maps, struct allocator_plan *plan,
+                      char *err, size_t errlen);
+void allocator_plan_free(struct allocator_plan *plan);
+
+/* Whether `name` is an allocator entry point or an allocation shim
+ * (operator new and friends): frames of these are not the leaf. */
+int allocator_is_allocator_symbol(const char *name);
+
+#endif

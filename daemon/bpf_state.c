@@ -1,0 +1,246 @@
+/*
+ * bpf_state.c - loads heapprof.bpf.c with the sampling tables and reads and
+ * cleans its maps (see bpf_state.h).
+ */
+#include "bpf_state.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+
+#include "heapprof.skel.h"
+#include "sampling_tables.h"
+
+/* Silences libbpf's own chatter; load errors are reported through `err`. */
+static int quiet_libbpf(enum libbpf_print_level level, const char *fmt, va_list ap)
+{
+    if (level == LIBBPF_WARN && getenv("HEAPPROFD_DEBUG_BPF"))
+        return vfprintf(stderr, fmt, ap);
+    return 0;
+}
+
+int bpf_state_load(struct bpf_state *b, uint64_t sample_interval, char *err, size_t errlen)
+{
+    memset(b, 0, sizeof(*b));
+    libbpf_set_print(quiet_libbpf);
+    struct heapprof *skel = heapprof__open();
+    if (!skel) {
+        int e = -errno;
+        snprintf(err, errlen, "open BPF object: %s", strerror(-e));
+        return e ? e : -EINVAL;
+    }
+    skel->rodata->sample_interval = sample_interval;
+    sampling_fill_log2_table((__u32 *)skel->rodata->log2_table);
+    sampling_fill_weight_table((__u64 *)skel->rodata->weight_table);
+    int e = heapprof__load(skel);
+    if (e) {
+        snprintf(err, errlen, "load BPF programs: %s (needs root with CAP_BPF and "
+                 "CAP_PERFMON, and a kernel with BTF; HEAPPROFD_DEBUG_BPF=1 shows the verifier log)",
+                 strerror(-e));
+        heapprof__destroy(skel);
+        return e;
+    }
+    b->skel = skel;
+    b->sample_interval = sample_interval;
+    return 0;
+}
+
+void bpf_state_close(struct bpf_state *b)
+{
+    if (b->skel)
+        heapprof__destroy(b->skel);
+    b->skel = NULL;
+}
+
+struct bpf_program *bpf_state_entry_program(struct bpf_state *b, enum hp_kind kind)
+{
+    switch (kind) {
+    case HP_MALLOC:
+        return b->skel->progs.malloc_entry;
+    case HP_CALLOC:
+        return b->skel->progs.calloc_entry;
+    case HP_REALLOC:
+        return b->skel->progs.realloc_entry;
+    case HP_REALLOCARRAY:
+        return b->skel->progs.reallocarray_entry;
+    case HP_POSIX_MEMALIGN:
+        return b->skel->progs.posix_memalign_entry;
+    case HP_ALIGNED_ALLOC:
+        return b->skel->progs.aligned_alloc_entry;
+    case HP_VALLOC:
+        return b->skel->progs.valloc_entry;
+    case HP_FREE:
+        return b->skel->progs.free_entry;
+    default:
+        return NULL;
+    }
+}
+
+struct bpf_program *bpf_state_return_program(struct bpf_state *b)
+{
+    return b->skel->progs.alloc_return;
+}
+
+int bpf_state_set_image(struct bpf_state *b, uint32_t slot, const struct hp_image *img)
+{
+    int fd = bpf_map__fd(b->skel->maps.images);
+    return bpf_map_update_elem(fd, &slot, img, BPF_ANY) ? -errno : 0;
+}
+
+int bpf_state_read_counts(struct bpf_state *b, uint32_t tgid, struct stack_counts **out, size_t *n)
+{
+    int fd = bpf_map__fd(b->skel->maps.counts);
+    struct stack_counts *v = NULL;
+    size_t len = 0, cap = 0;
+    struct hp_count_key key, next;
+    void *prev = NULL;
+    while (bpf_map_get_next_key(fd, prev, &next) == 0) {
+        key = next;
+        prev = &key;
+        if (next.tgid != tgid)
+            continue;
+        struct hp_counts c;
+        if (bpf_map_lookup_elem(fd, &next, &c) != 0)
+            continue; /* deleted meanwhile */
+        if (len == cap) {
+            size_t ncap = cap ? cap * 2 : 64;
+            struct stack_counts *nv = realloc(v, ncap * sizeof(*v));
+            if (!nv) {
+                free(v);
+                return -ENOMEM;
+            }
+            v = nv;
+            cap = ncap;
+        }
+        v[len].stack_id = next.stack_id;
+        v[len].counts = c;
+        len++;
+    }
+    *out = v;
+    *n = len;
+    return 0;
+}
+
+int bpf_state_read_stack(struct bpf_state *b, uint64_t id, struct hp_stack *st)
+{
+    int fd = bpf_map__fd(b->skel->maps.stacks);
+    if (bpf_map_lookup_elem(fd, &id, st) != 0)
+        return -ENOENT;
+    if (st->len > HP_MAX_FRAMES)
+        st->len = HP_MAX_FRAMES;
+    return 0;
+}
+
+int bpf_state_read_stats(struct bpf_state *b, uint64_t out[HP_STAT_COUNT])
+{
+    int fd = bpf_map__fd(b->skel->maps.stats);
+    int ncpu = libbpf_num_possible_cpus();
+    if (ncpu <= 0)
+        return -EINVAL;
+    uint64_t *percpu = calloc((size_t)ncpu, sizeof(uint64_t));
+    if (!percpu)
+        return -ENOMEM;
+    for (uint32_t i = 0; i < HP_STAT_COUNT; i++) {
+        out[i] = 0;
+        if (bpf_map_lookup_elem(fd, &i, percpu) != 0)
+            continue;
+        for (int c = 0; c < ncpu; c++)
+            out[i] += percpu[c];
+    }
+    free(percpu);
+    return 0;
+}
+
+/* The number of keys in a hash map, by walking it. */
+static size_t count_keys(int fd, size_t key_size)
+{
+    uint8_t key[64], next[64];
+    size_t n = 0;
+    if (key_size > sizeof(key))
+        return 0;
+    void *prev = NULL;
+    while (bpf_map_get_next_key(fd, prev, next) == 0) {
+        memcpy(key, next, key_size);
+        prev = key;
+        n++;
+    }
+    return n;
+}
+
+int bpf_state_map_fill(struct bpf_state *b, struct map_fill *f)
+{
+    f->counts = count_keys(bpf_map__fd(b->skel->maps.counts), sizeof(struct hp_count_key));
+    f->live = count_keys(bpf_map__fd(b->skel->maps.live), sizeof(struct hp_live_key));
+    f->stacks = count_keys(bpf_map__fd(b->skel->maps.stacks), sizeof(uint64_t));
+    f->pending = count_keys(bpf_map__fd(b->skel->maps.pending), sizeof(struct hp_pending_key));
+    return 0;
+}
+
+/* Deletes the keys of a hash map whose leading u32 (or, for pending, the
+ * upper half of the leading u64) is `tgid`. Keys are gathered first, as
+ * deleting while walking can restart the walk. */
+static void delete_process_keys(int fd, size_t key_size, uint32_t tgid, int tgid_in_high_half)
+{
+    size_t cap = 256, n = 0;
+    uint8_t *keys = malloc(cap * key_size);
+    uint8_t cur[64], next[64];
+    void *prev = NULL;
+    if (!keys)
+        return;
+    while (bpf_map_get_next_key(fd, prev, next) == 0) {
+        memcpy(cur, next, key_size);
+        prev = cur;
+        uint32_t owner;
+        if (tgid_in_high_half) {
+            uint64_t pid_tgid;
+            memcpy(&pid_tgid, next, sizeof(pid_tgid));
+            owner = (uint32_t)(pid_tgid >> 32);
+        } else {
+            memcpy(&owner, next, sizeof(owner));
+        }
+        if (owner != tgid)
+            continue;
+        if (n == cap) {
+            uint8_t *nk = realloc(keys, cap * 2 * key_size);
+            if (!nk)
+                break;
+            keys = nk;
+            cap *= 2;
+        }
+        memcpy(keys + n * key_size, next, key_size);
+        n++;
+    }
+    for (size_t i = 0; i < n; i++)
+        bpf_map_delete_elem(fd, keys + i * key_size);
+    free(keys);
+}
+
+void bpf_state_forget_process(struct bpf_state *b, uint32_t tgid)
+{
+    delete_process_keys(bpf_map__fd(b->skel->maps.live), sizeof(struct hp_live_key), tgid, 0);
+    delete_process_keys(bpf_map__fd(b->skel->maps.counts), sizeof(struct hp_count_key), tgid, 0);
+    delete_process_keys(bpf_map__fd(b->skel->maps.pending), sizeof(struct hp_pending_key), tgid,
+                        1);
+}
+
+const char *bpf_state_stat_name(enum hp_stat s)
+{
+    static const char *const names[HP_STAT_COUNT] = {
+        [HP_STAT_SAMPLES] = "samples",
+        [HP_STAT_FREES_MATCHED] = "frees_matched",
+        [HP_STAT_NESTED] = "nested_calls",
+        [HP_STAT_STACK_COLLISION] = "stack_hash_collisions",
+        [HP_STAT_STACK_DROPPED] = "samples_dropped_stack_map_full",
+        [HP_STAT_COUNTS_FULL] = "samples_dropped_counts_map_full",
+        [HP_STAT_LIVE_FULL] = "allocations_untracked_live_map_full",
+        [HP_STAT_PENDING_FULL] = "samples_dropped_pending_map_full",
+        [HP_STAT_STACK_TRUNCATED] = "stacks_truncated",
+        [HP_STAT_STACK_READ_ERROR] = "stack_read_errors",
+    };
+    return (unsigned)s < HP_STAT_COUNT ? names[s] : "unknown";
+}

@@ -1,0 +1,66 @@
+/*
+ * bpf_state.h - the one module that owns heapprofd's BPF object: loads it
+ * with the sampling tables, hands out its programs for attaching, and reads
+ * and cleans its maps. Everything else reaches the maps through here.
+ *
+ * The map syscalls are thread-safe, so the functions here may be called from
+ * several HTTP requests at once; none keeps state between calls.
+ */
+#ifndef HEAPPROF_BPF_STATE_H
+#define HEAPPROF_BPF_STATE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "heapprof.h"
+
+struct heapprof;    /* the skeleton */
+struct bpf_program;
+
+/* The loaded BPF object. */
+struct bpf_state {
+    struct heapprof *skel;
+    uint64_t sample_interval;
+};
+
+/* Opens and loads the programs; -errno with a reason in `err` on failure. */
+int bpf_state_load(struct bpf_state *b, uint64_t sample_interval, char *err, size_t errlen);
+/* Destroys the object (detaching nothing: links are owned by targets). */
+void bpf_state_close(struct bpf_state *b);
+
+/* The entry program for a probe kind, and the shared return program. */
+struct bpf_program *bpf_state_entry_program(struct bpf_state *b, enum hp_kind kind);
+struct bpf_program *bpf_state_return_program(struct bpf_state *b);
+
+/* Sets image slot `slot` (ranges of the probed functions of one process). */
+int bpf_state_set_image(struct bpf_state *b, uint32_t slot, const struct hp_image *img);
+
+/* One (stack, counts) pair of a process. */
+struct stack_counts {
+    uint64_t stack_id;
+    struct hp_counts counts;
+};
+
+/* All counts of process `tgid`; *out is malloc'd (free it). */
+int bpf_state_read_counts(struct bpf_state *b, uint32_t tgid, struct stack_counts **out,
+                          size_t *n);
+
+/* The frames of stack `id` into `st`; -ENOENT if it is not stored. */
+int bpf_state_read_stack(struct bpf_state *b, uint64_t id, struct hp_stack *st);
+
+/* The per-CPU statistics summed, indexed by enum hp_stat. */
+int bpf_state_read_stats(struct bpf_state *b, uint64_t out[HP_STAT_COUNT]);
+
+/* Entries in use in each map (counts, live, stacks, pending). */
+struct map_fill {
+    size_t counts, live, stacks, pending;
+};
+int bpf_state_map_fill(struct bpf_state *b, struct map_fill *f);
+
+/* Deletes every counts, live and pending entry of process `tgid`. */
+void bpf_state_forget_process(struct bpf_state *b, uint32_t tgid);
+
+/* The name of a statistic, for /metrics and profile comments. */
+const char *bpf_state_stat_name(enum hp_stat s);
+
+#endif

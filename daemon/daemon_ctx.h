@@ -1,0 +1,28 @@
+/*
+ * daemon_ctx.h - the state of a running heapprofd, passed to the modules
+ * that need it (no global mutable state). Each member guards itself:
+ * targets and the symbol cache have their own locks, the BPF maps are
+ * thread-safe, and the counters are atomic.
+ */
+#ifndef HEAPPROF_DAEMON_CTX_H
+#define HEAPPROF_DAEMON_CTX_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "bpf_state.h"
+#include "symbol_cache.h"
+#include "targets.h"
+
+struct daemon_ctx {
+    struct bpf_state *bpf;        /* NULL when BPF could not load */
+    char bpf_error[256];          /* why, when it could not */
+    struct targets *targets;      /* NULL when BPF could not load */
+    struct symbol_cache *cache;
+    atomic_uint_fast64_t requests;
+    atomic_uint_fast64_t request_errors;
+    atomic_uint_fast64_t profiles_served;
+    atomic_uint_fast64_t profile_build_ns; /* total time spent building profiles */
+};
+
+#endif

@@ -1,0 +1,42 @@
+/*
+ * heap_profile.h - turns the BPF counts of one process into a pprof heap
+ * profile: reads the stacks, maps each frame to its mapping in
+ * /proc/PID/maps, names it from the ELF symbol tables, and sets the four
+ * heap sample types, the period and the comments.
+ */
+#ifndef HEAPPROF_HEAP_PROFILE_H
+#define HEAPPROF_HEAP_PROFILE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "bpf_state.h"
+#include "pprof.h"
+#include "symbol_cache.h"
+
+/* What to build. */
+struct heap_profile_spec {
+    pid_t pid;
+    int default_alloc;        /* default sample type alloc_space (allocs) instead of inuse_space */
+    int64_t duration_ns;      /* of a delta profile, else 0 */
+};
+
+/*
+ * Builds the profile of `spec->pid` from `counts` (fixed-point BPF values).
+ * Returns 0 and the profile in *out (free with pprof_free), -ESRCH if the
+ * process is gone, or another -errno; a reason goes into `err`.
+ */
+int heap_profile_build(struct bpf_state *bpf, struct symbol_cache *cache,
+                       const struct heap_profile_spec *spec, const struct stack_counts *counts,
+                       size_t n, struct pprof_profile **out, char *err, size_t errlen);
+
+/*
+ * The delta from `before` to `after`: allocations in between, in-use as in
+ * `after`. Stacks with nothing to show are left out. *out is malloc'd.
+ */
+int heap_profile_delta(const struct stack_counts *before, size_t nbefore,
+                       const struct stack_counts *after, size_t nafter, struct stack_counts **out,
+                       size_t *nout);
+
+#endif

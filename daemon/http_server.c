@@ -1,0 +1,325 @@
+/*
+ * http_server.c - routes HTTP requests to the profile, index, metrics and
+ * health handlers, and turns errors into status codes with one-line reasons
+ * (see http_server.h).
+ */
+#include "http_server.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <microhttpd.h>
+
+#include "heap_profile.h"
+#include "metrics.h"
+#include "pprof.h"
+#include "query.h"
+
+struct http_server {
+    struct MHD_Daemon *mhd;
+};
+
+/* Queues a response that takes ownership of `body` (malloc'd). */
+static enum MHD_Result respond(struct MHD_Connection *conn, unsigned status, char *body,
+                               size_t len, const char *content_type)
+{
+    struct MHD_Response *r = MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE);
+    if (!r) {
+        free(body);
+        return MHD_NO;
+    }
+    MHD_add_response_header(r, "Content-Type", content_type);
+    MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
+    enum MHD_Result ret = MHD_queue_response(conn, status, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+/* Queues a text response of one line. */
+static enum MHD_Result respond_text(struct daemon_ctx *ctx, struct MHD_Connection *conn,
+                                    unsigned status, const char *line)
+{
+    if (status >= 400)
+        atomic_fetch_add(&ctx->request_errors, 1);
+    char *body;
+    if (asprintf(&body, "%s\n", line) < 0)
+        return MHD_NO;
+    return respond(conn, status, body, strlen(body), "text/plain; charset=utf-8");
+}
+
+/* The HTTP status for an -errno from attaching or building. */
+static unsigned status_of(int e)
+{
+    switch (e) {
+    case -ESRCH:
+    case -ENOENT:
+        return MHD_HTTP_NOT_FOUND;
+    case -EACCES:
+    case -EPERM:
+        return MHD_HTTP_FORBIDDEN;
+    case -ENOSPC:
+        return MHD_HTTP_SERVICE_UNAVAILABLE;
+    default:
+        return MHD_HTTP_INTERNAL_SERVER_ERROR;
+    }
+}
+
+/* What parsing the query string collects, for MHD's iterator. */
+struct query_parse {
+    struct profile_query q;
+    int failed;
+    char err[160];
+};
+
+static enum MHD_Result take_argument(void *cls, enum MHD_ValueKind kind, const char *key,
+                                     const char *value)
+{
+    (void)kind;
+    struct query_parse *qp = cls;
+    if (!qp->failed && profile_query_set(&qp->q, key, value, qp->err, sizeof(qp->err)) != 0)
+        qp->failed = 1;
+    return MHD_YES;
+}
+
+static int64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* Reads the counts of the process, waiting `seconds` for a delta if asked. */
+static int read_counts(struct daemon_ctx *ctx, const struct profile_query *q,
+                       struct stack_counts **out, size_t *n)
+{
+    int e = bpf_state_read_counts(ctx->bpf, (uint32_t)q->pid, out, n);
+    if (e || q->seconds == 0)
+        return e;
+    struct stack_counts *before = *out, *after = NULL;
+    size_t nbefore = *n, nafter = 0;
+    sleep((unsigned)q->seconds);
+    e = bpf_state_read_counts(ctx->bpf, (uint32_t)q->pid, &after, &nafter);
+    if (e == 0)
+        e = heap_profile_delta(before, nbefore, after, nafter, out, n);
+    free(before);
+    free(after);
+    return e;
+}
+
+/* GET /debug/pprof/heap and /debug/pprof/allocs. */
+static enum MHD_Result serve_profile(struct daemon_ctx *ctx, struct MHD_Connection *conn,
+                                     int default_alloc)
+{
+    struct query_parse qp = {0};
+    char err[512];
+    MHD_get_connection_values(conn, MHD_GET_ARGUMENT_KIND, take_argument, &qp);
+    if (qp.failed)
+        return respond_text(ctx, conn, MHD_HTTP_BAD_REQUEST, qp.err);
+    if (profile_query_finish(&qp.q, err, sizeof(err)) != 0)
+        return respond_text(ctx, conn, MHD_HTTP_BAD_REQUEST, err);
+    if (!ctx->bpf) {
+        snprintf(err, sizeof(err), "BPF unavailable: %s", ctx->bpf_error);
+        return respond_text(ctx, conn, MHD_HTTP_SERVICE_UNAVAILABLE, err);
+    }
+    int e = targets_ensure(ctx->targets, qp.q.pid, err, sizeof(err));
+    if (e)
+        return respond_text(ctx, conn, status_of(e), err);
+
+    struct stack_counts *counts = NULL;
+    size_t n = 0;
+    e = read_counts(ctx, &qp.q, &counts, &n);
+    if (e) {
+        free(counts);
+        snprintf(err, sizeof(err), "read the BPF counts: %s", strerror(-e));
+        return respond_text(ctx, conn, MHD_HTTP_INTERNAL_SERVER_ERROR, err);
+    }
+    int64_t t0 = now_ns();
+    struct heap_profile_spec spec = {
+        .pid = qp.q.pid,
+        .default_alloc = default_alloc,
+        .duration_ns = (int64_t)qp.q.seconds * 1000000000,
+    };
+    struct pprof_profile *p = NULL;
+    e = heap_profile_build(ctx->bpf, ctx->cache, &spec, counts, n, &p, err, sizeof(err));
+    free(counts);
+    if (e)
+        return respond_text(ctx, conn, status_of(e), err);
+
+    struct pprof_buf raw = {0}, out = {0};
+    const char *type = "application/octet-stream";
+    if (qp.q.debug) {
+        e = pprof_write_heap_text(p, &out);
+        type = "text/plain; charset=utf-8";
+    } else {
+        e = pprof_encode(p, &raw);
+        if (e == 0)
+            e = pprof_gzip(raw.data, raw.len, &out);
+    }
+    pprof_free(p);
+    pprof_buf_free(&raw);
+    atomic_fetch_add(&ctx->profile_build_ns, (uint64_t)(now_ns() - t0));
+    if (e) {
+        pprof_buf_free(&out);
+        snprintf(err, sizeof(err), "encode the profile: %s", strerror(-e));
+        return respond_text(ctx, conn, MHD_HTTP_INTERNAL_SERVER_ERROR, err);
+    }
+    atomic_fetch_add(&ctx->profiles_served, 1);
+    if (!out.data) /* an empty text profile still needs a buffer to hand over */
+        out.data = calloc(1, 1);
+    return respond(conn, MHD_HTTP_OK, (char *)out.data, out.len, type);
+}
+
+/* GET /debug/pprof/: the profiled processes, with links. */
+static enum MHD_Result serve_index(struct daemon_ctx *ctx, struct MHD_Connection *conn)
+{
+    struct pprof_buf b = {0};
+    static const char head[] = "<html><head><title>heapprofd</title></head><body>\n"
+                               "<p>Heap profiles of processes (add ?pid=N to profile another)</p>\n"
+                               "<table><tr><th>pid</th><th>command</th><th>allocator</th>"
+                               "<th>profiles</th></tr>\n";
+    int e = pprof_buf_append(&b, head, sizeof(head) - 1);
+    size_t n = 0;
+    struct target_info *info = NULL;
+    if (ctx->targets) {
+        info = calloc(HP_MAX_TARGETS, sizeof(*info));
+        n = info ? targets_list(ctx->targets, info, HP_MAX_TARGETS) : 0;
+    }
+    for (size_t i = 0; i < n && i < HP_MAX_TARGETS && e == 0; i++) {
+        char row[1024], comm[80];
+        html_escape(comm, sizeof(comm), info[i].comm);
+        char alloc[600];
+        html_escape(alloc, sizeof(alloc), info[i].allocator);
+        int len = snprintf(row, sizeof(row),
+                           "<tr><td>%d</td><td>%s</td><td>%s</td><td>"
+                           "<a href=\"heap?pid=%d\">heap</a> <a href=\"allocs?pid=%d\">allocs</a> "
+                           "<a href=\"heap?pid=%d&amp;debug=1\">text</a></td></tr>\n",
+                           (int)info[i].pid, comm, alloc, (int)info[i].pid, (int)info[i].pid,
+                           (int)info[i].pid);
+        e = pprof_buf_append(&b, row, (size_t)len);
+    }
+    free(info);
+    static const char tail[] = "</table></body></html>\n";
+    if (e == 0)
+        e = pprof_buf_append(&b, tail, sizeof(tail) - 1);
+    if (e) {
+        pprof_buf_free(&b);
+        return respond_text(ctx, conn, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
+    }
+    return respond(conn, MHD_HTTP_OK, (char *)b.data, b.len, "text/html; charset=utf-8");
+}
+
+/* GET /metrics. */
+static enum MHD_Result serve_metrics(struct daemon_ctx *ctx, struct MHD_Connection *conn)
+{
+    struct pprof_buf b = {0};
+    if (metrics_write(ctx, &b) != 0) {
+        pprof_buf_free(&b);
+        return respond_text(ctx, conn, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
+    }
+    return respond(conn, MHD_HTTP_OK, (char *)b.data, b.len,
+                   "text/plain; version=0.0.4; charset=utf-8");
+}
+
+static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char *url,
+                              const char *method, const char *version, const char *upload_data,
+                              size_t *upload_data_size, void **req_cls)
+{
+    (void)version;
+    (void)upload_data;
+    struct daemon_ctx *ctx = cls;
+    /* MHD calls twice per request: once for the headers, once to answer. */
+    if (*req_cls == NULL) {
+        *req_cls = (void *)1;
+        return MHD_YES;
+    }
+    if (*upload_data_size) {
+        *upload_data_size = 0; /* bodies are ignored: every route is a GET */
+        return MHD_YES;
+    }
+    atomic_fetch_add(&ctx->requests, 1);
+    if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0)
+        return respond_text(ctx, conn, MHD_HTTP_METHOD_NOT_ALLOWED, "only GET is served");
+    if (strcmp(url, "/healthz") == 0)
+        return respond_text(ctx, conn, MHD_HTTP_OK, "ok");
+    if (strcmp(url, "/metrics") == 0)
+        return serve_metrics(ctx, conn);
+    if (strcmp(url, "/debug/pprof/") == 0 || strcmp(url, "/debug/pprof") == 0)
+        return serve_index(ctx, conn);
+    if (strcmp(url, "/debug/pprof/heap") == 0)
+        return serve_profile(ctx, conn, 0);
+    if (strcmp(url, "/debug/pprof/allocs") == 0)
+        return serve_profile(ctx, conn, 1);
+    return respond_text(ctx, conn, MHD_HTTP_NOT_FOUND,
+                        "not found: try /debug/pprof/heap?pid=N, /debug/pprof/, /metrics");
+}
+
+/* Fills a socket address from host and port; -EINVAL if host is not an IP address. */
+static int make_address(const char *host, uint16_t port, struct sockaddr_storage *ss, int *ipv6)
+{
+    memset(ss, 0, sizeof(*ss));
+    struct sockaddr_in *in4 = (struct sockaddr_in *)ss;
+    struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)ss;
+    char h[64];
+    snprintf(h, sizeof(h), "%s", host);
+    size_t len = strlen(h);
+    if (len >= 2 && h[0] == '[' && h[len - 1] == ']') { /* [::1] */
+        memmove(h, h + 1, len - 2);
+        h[len - 2] = '\0';
+    }
+    if (inet_pton(AF_INET, h, &in4->sin_addr) == 1) {
+        in4->sin_family = AF_INET;
+        in4->sin_port = htons(port);
+        *ipv6 = 0;
+        return 0;
+    }
+    if (inet_pton(AF_INET6, h, &in6->sin6_addr) == 1) {
+        in6->sin6_family = AF_INET6;
+        in6->sin6_port = htons(port);
+        *ipv6 = 1;
+        return 0;
+    }
+    return -EINVAL;
+}
+
+int http_server_start(struct daemon_ctx *ctx, const char *host, uint16_t port,
+                      struct http_server **out, char *err, size_t errlen)
+{
+    struct sockaddr_storage ss;
+    int ipv6;
+    if (make_address(host, port, &ss, &ipv6) != 0) {
+        snprintf(err, errlen, "listen address '%s' is not an IPv4 or IPv6 address", host);
+        return -EINVAL;
+    }
+    struct http_server *s = calloc(1, sizeof(*s));
+    if (!s)
+        return -ENOMEM;
+    unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD;
+    if (ipv6)
+        flags |= MHD_USE_IPv6;
+    s->mhd = MHD_start_daemon(flags, port, NULL, NULL, handle, ctx, MHD_OPTION_SOCK_ADDR, &ss,
+                              MHD_OPTION_CONNECTION_LIMIT, (unsigned)HTTP_MAX_CONNECTIONS,
+                              MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)HTTP_IDLE_TIMEOUT,
+                              MHD_OPTION_END);
+    if (!s->mhd) {
+        int e = errno ? errno : EADDRINUSE;
+        snprintf(err, errlen, "listen on %s:%u: %s", host, (unsigned)port, strerror(e));
+        free(s);
+        return -e;
+    }
+    *out = s;
+    return 0;
+}
+
+void http_server_stop(struct http_server *s)
+{
+    if (!s)
+        return;
+    MHD_stop_daemon(s->mhd);
+    free(s);
+}

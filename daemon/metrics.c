@@ -1,0 +1,127 @@
+/*
+ * metrics.c - writes heapprofd's Prometheus metrics (see metrics.h).
+ */
+#include "metrics.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "hp_limits.h"
+
+/* Appends printf-style text; -ENOMEM on failure (checked once at the end). */
+static int emit(struct pprof_buf *out, const char *fmt, ...)
+{
+    char line[512];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(line, sizeof(line), fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        return -EINVAL;
+    return pprof_buf_append(out, line, (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1);
+}
+
+/* One metric with its HELP and TYPE lines. */
+static int emit_metric(struct pprof_buf *out, const char *name, const char *type,
+                       const char *help, unsigned long long value)
+{
+    int e = emit(out, "# HELP heapprofd_%s %s\n# TYPE heapprofd_%s %s\n", name, help, name, type);
+    return e ? e : emit(out, "heapprofd_%s %llu\n", name, value);
+}
+
+/* The BPF side's counters and map fill; nothing when BPF is unavailable. */
+static int write_bpf_metrics(struct daemon_ctx *ctx, struct pprof_buf *out)
+{
+    uint64_t stats[HP_STAT_COUNT];
+    int e = bpf_state_read_stats(ctx->bpf, stats);
+    for (int i = 0; i < HP_STAT_COUNT && e == 0; i++) {
+        char name[96];
+        snprintf(name, sizeof(name), "%s_total", bpf_state_stat_name((enum hp_stat)i));
+        e = emit_metric(out, name, "counter", "Counted by the BPF programs, all processes.",
+                        (unsigned long long)stats[i]);
+    }
+    struct map_fill f;
+    if (e == 0)
+        e = bpf_state_map_fill(ctx->bpf, &f);
+    if (e == 0)
+        e = emit(out, "# HELP heapprofd_map_entries Entries in use in each BPF map.\n"
+                      "# TYPE heapprofd_map_entries gauge\n"
+                      "heapprofd_map_entries{map=\"counts\"} %zu\n"
+                      "heapprofd_map_entries{map=\"live\"} %zu\n"
+                      "heapprofd_map_entries{map=\"stacks\"} %zu\n"
+                      "heapprofd_map_entries{map=\"pending\"} %zu\n",
+                 f.counts, f.live, f.stacks, f.pending);
+    if (e == 0)
+        e = emit(out, "# HELP heapprofd_map_capacity Capacity of each BPF map.\n"
+                      "# TYPE heapprofd_map_capacity gauge\n"
+                      "heapprofd_map_capacity{map=\"counts\"} %d\n"
+                      "heapprofd_map_capacity{map=\"live\"} %d\n"
+                      "heapprofd_map_capacity{map=\"stacks\"} %d\n"
+                      "heapprofd_map_capacity{map=\"pending\"} %d\n",
+                 HP_MAX_COUNTS, HP_MAX_LIVE, HP_MAX_STACKS, HP_MAX_PENDING);
+    return e;
+}
+
+int metrics_write(struct daemon_ctx *ctx, struct pprof_buf *out)
+{
+    int e = emit_metric(out, "bpf_up", "gauge", "1 if the BPF programs are loaded.",
+                        ctx->bpf != NULL);
+    if (e == 0 && ctx->bpf)
+        e = write_bpf_metrics(ctx, out);
+    if (e == 0 && ctx->targets) {
+        pthread_mutex_lock(&ctx->targets->lock);
+        unsigned long long errors = ctx->targets->attach_errors;
+        unsigned long long attached = ctx->targets->attached_total;
+        unsigned long long detached = ctx->targets->detached_total;
+        pthread_mutex_unlock(&ctx->targets->lock);
+        e = emit_metric(out, "targets", "gauge", "Processes being profiled.",
+                        targets_list(ctx->targets, NULL, 0));
+        if (e == 0)
+            e = emit_metric(out, "attach_errors_total", "counter",
+                            "Attempts to profile a process that failed.", errors);
+        if (e == 0)
+            e = emit_metric(out, "attached_total", "counter", "Processes attached.", attached);
+        if (e == 0)
+            e = emit_metric(out, "detached_total", "counter",
+                            "Processes detached (exited or pid reused).", detached);
+    }
+    if (e == 0)
+        e = emit_metric(out, "http_requests_total", "counter", "HTTP requests answered.",
+                        atomic_load(&ctx->requests));
+    if (e == 0)
+        e = emit_metric(out, "http_request_errors_total", "counter",
+                        "HTTP requests answered with an error status.",
+                        atomic_load(&ctx->request_errors));
+    if (e == 0)
+        e = emit_metric(out, "profiles_served_total", "counter", "Profiles served.",
+                        atomic_load(&ctx->profiles_served));
+    if (e == 0)
+        e = emit_metric(out, "profile_build_seconds_total", "counter",
+                        "Time spent building profiles, in whole seconds.",
+                        atomic_load(&ctx->profile_build_ns) / 1000000000ULL);
+    return e;
+}
+
+void html_escape(char *dst, size_t len, const char *src)
+{
+    size_t o = 0;
+    for (; *src && o + 7 < len; src++) {
+        const char *rep = NULL;
+        switch (*src) {
+        case '<': rep = "&lt;"; break;
+        case '>': rep = "&gt;"; break;
+        case '&': rep = "&amp;"; break;
+        case '"': rep = "&quot;"; break;
+        default: break;
+        }
+        if (rep) {
+            memcpy(dst + o, rep, strlen(rep));
+            o += strlen(rep);
+        } else {
+            dst[o++] = *src;
+        }
+    }
+    dst[o] = '\0';
+}

@@ -1,0 +1,17 @@
+/*
+ * proc_info.h - small facts about a process from /proc: its start time
+ * (which tells a reused pid from the process we attached to) and its name.
+ */
+#ifndef HEAPPROF_PROC_INFO_H
+#define HEAPPROF_PROC_INFO_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+/* Start time in clock ticks since boot (field 22 of /proc/PID/stat); -ESRCH if gone. */
+int proc_start_time(pid_t pid, uint64_t *ticks);
+/* The command name (/proc/PID/comm, without newline); -ESRCH if gone. */
+int proc_comm(pid_t pid, char *buf, size_t len);
+
+#endif

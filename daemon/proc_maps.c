@@ -1,0 +1,285 @@
+/*
+ * proc_maps.c - parse /proc/PID/maps into a sorted array of mappings.
+ *
+ * The kernel prints one line per VMA:
+ *   start-end perms offset major:minor inode   path
+ * with the path (possibly empty, possibly holding spaces) running to the end
+ * of the line after some padding. The parser is strict about the fixed fields
+ * so that a bad input shows up as -EINVAL instead of a wrong mapping.
+ */
+#include "proc_maps.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* First read buffer; most processes' maps fit (a few hundred lines). */
+#define MAPS_READ_CHUNK 65536
+
+/* Upper bound on the size of a maps file we accept: a process at the default
+ * vm.max_map_count (65530) with long paths stays well below this. */
+#define MAPS_MAX_BYTES (256u << 20)
+
+/* The suffix the kernel appends to the path of an unlinked file. */
+static const char DELETED_SUFFIX[] = " (deleted)";
+
+/* A read position in the text being parsed; `end` is one past the last byte. */
+struct cursor {
+    const char *p;
+    const char *end;
+};
+
+/* Parses hex digits at the cursor into `out`; fails on none or on overflow. */
+static int parse_hex(struct cursor *c, uint64_t *out)
+{
+    uint64_t v = 0;
+    const char *start = c->p;
+
+    while (c->p < c->end) {
+        char ch = *c->p;
+        unsigned d;
+        if (ch >= '0' && ch <= '9')
+            d = (unsigned)(ch - '0');
+        else if (ch >= 'a' && ch <= 'f')
+            d = (unsigned)(ch - 'a' + 10);
+        else if (ch >= 'A' && ch <= 'F')
+            d = (unsigned)(ch - 'A' + 10);
+        else
+            break;
+        if (v >> 60)
+            return -EINVAL;
+        v = v << 4 | d;
+        c->p++;
+    }
+    if (c->p == start)
+        return -EINVAL;
+    *out = v;
+    return 0;
+}
+
+/* Parses decimal digits at the cursor into `out`; fails on none or on overflow. */
+static int parse_dec(struct cursor *c, uint64_t *out)
+{
+    uint64_t v = 0;
+    const char *start = c->p;
+
+    while (c->p < c->end && *c->p >= '0' && *c->p <= '9') {
+        unsigned d = (unsigned)(*c->p - '0');
+        if (v > (UINT64_MAX - d) / 10)
+            return -EINVAL;
+        v = v * 10 + d;
+        c->p++;
+    }
+    if (c->p == start)
+        return -EINVAL;
+    *out = v;
+    return 0;
+}
+
+/* Consumes one expected character. */
+static int expect(struct cursor *c, char ch)
+{
+    if (c->p >= c->end || *c->p != ch)
+        return -EINVAL;
+    c->p++;
+    return 0;
+}
+
+/* Parses the four permission characters "rwxp" / "---s" and friends. */
+static int parse_perms(struct cursor *c, struct proc_mapping *pm)
+{
+    if (c->end - c->p < 4)
+        return -EINVAL;
+    const char *s = c->p;
+    if ((s[0] != 'r' && s[0] != '-') || (s[1] != 'w' && s[1] != '-') ||
+        (s[2] != 'x' && s[2] != '-') || (s[3] != 'p' && s[3] != 's'))
+        return -EINVAL;
+    pm->readable = s[0] == 'r';
+    pm->writable = s[1] == 'w';
+    pm->executable = s[2] == 'x';
+    pm->shared = s[3] == 's';
+    c->p += 4;
+    return 0;
+}
+
+/* Parses one line (without its newline) into `pm`, allocating its path. */
+static int parse_line(struct cursor c, struct proc_mapping *pm)
+{
+    uint64_t major, minor;
+
+    memset(pm, 0, sizeof(*pm));
+    if (parse_hex(&c, &pm->start) || expect(&c, '-') || parse_hex(&c, &pm->end) ||
+        expect(&c, ' ') || parse_perms(&c, pm) || expect(&c, ' ') || parse_hex(&c, &pm->offset) ||
+        expect(&c, ' ') || parse_hex(&c, &major) || expect(&c, ':') || parse_hex(&c, &minor) ||
+        expect(&c, ' ') || parse_dec(&c, &pm->inode))
+        return -EINVAL;
+    if (pm->start >= pm->end || major > UINT32_MAX || minor > UINT32_MAX)
+        return -EINVAL;
+    pm->dev_major = (uint32_t)major;
+    pm->dev_minor = (uint32_t)minor;
+
+    /* Anonymous mappings end right after the inode; others pad with spaces. */
+    if (c.p < c.end && *c.p != ' ')
+        return -EINVAL;
+    while (c.p < c.end && *c.p == ' ')
+        c.p++;
+
+    size_t len = (size_t)(c.end - c.p);
+    size_t slen = sizeof(DELETED_SUFFIX) - 1;
+    if (len > slen && memcmp(c.end - slen, DELETED_SUFFIX, slen) == 0) {
+        pm->deleted = true;
+        len -= slen;
+    }
+    if (memchr(c.p, '\0', len))
+        return -EINVAL;
+    pm->path = strndup(c.p, len);
+    return pm->path ? 0 : -ENOMEM;
+}
+
+/* Orders mappings by start address, for qsort. */
+static int cmp_start(const void *a, const void *b)
+{
+    const struct proc_mapping *x = a, *y = b;
+    return x->start < y->start ? -1 : x->start > y->start;
+}
+
+int proc_maps_parse(const char *text, size_t len, struct proc_maps *out)
+{
+    struct proc_maps m = {0};
+    size_t cap = 0;
+    bool sorted = true;
+    int err = 0;
+    const char *p = text, *end = text + len;
+
+    while (p < end) {
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        const char *line_end = nl ? nl : end;
+
+        if (m.n == cap) {
+            size_t ncap = cap ? cap * 2 : 64;
+            struct proc_mapping *nv = realloc(m.v, ncap * sizeof(*nv));
+            if (!nv) {
+                err = -ENOMEM;
+                goto out;
+            }
+            m.v = nv;
+            cap = ncap;
+        }
+        err = parse_line((struct cursor){p, line_end}, &m.v[m.n]);
+        if (err)
+            goto out;
+        if (m.n && m.v[m.n].start < m.v[m.n - 1].start)
+            sorted = false;
+        m.n++;
+        p = nl ? nl + 1 : end;
+    }
+    /* The kernel prints VMAs in order; sort anyway so that find() can rely on it. */
+    if (!sorted)
+        qsort(m.v, m.n, sizeof(*m.v), cmp_start);
+    *out = m;
+    return 0;
+out:
+    proc_maps_free(&m);
+    return err;
+}
+
+/* Reads a whole file of unknown size (procfs reports 0) into a malloc'd buffer. */
+static int read_all(int fd, char **buf_out, size_t *len_out)
+{
+    size_t cap = MAPS_READ_CHUNK, len = 0;
+    char *buf = malloc(cap);
+    int err = 0;
+
+    if (!buf)
+        return -ENOMEM;
+    for (;;) {
+        if (len == cap) {
+            if (cap >= MAPS_MAX_BYTES) {
+                err = -EFBIG;
+                goto out;
+            }
+            char *nb = realloc(buf, cap * 2);
+            if (!nb) {
+                err = -ENOMEM;
+                goto out;
+            }
+            buf = nb;
+            cap *= 2;
+        }
+        ssize_t r = read(fd, buf + len, cap - len);
+        if (r < 0) {
+            if (errno == EINTR)
+                continue;
+            err = -errno;
+            goto out;
+        }
+        if (r == 0)
+            break;
+        len += (size_t)r;
+    }
+    *buf_out = buf;
+    *len_out = len;
+    return 0;
+out:
+    free(buf);
+    return err;
+}
+
+int proc_maps_read(pid_t pid, struct proc_maps *out)
+{
+    char path[64];
+    char *buf = NULL;
+    size_t len = 0;
+    int err;
+
+    if (pid <= 0)
+        return -EINVAL;
+    snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return errno == ENOENT ? -ESRCH : -errno;
+    err = read_all(fd, &buf, &len);
+    close(fd);
+    if (err)
+        return err;
+    err = proc_maps_parse(buf, len, out);
+    free(buf);
+    return err;
+}
+
+void proc_maps_free(struct proc_maps *m)
+{
+    if (!m)
+        return;
+    for (size_t i = 0; i < m->n; i++)
+        free(m->v[i].path);
+    free(m->v);
+    m->v = NULL;
+    m->n = 0;
+}
+
+const struct proc_mapping *proc_maps_find(const struct proc_maps *m, uint64_t addr)
+{
+    size_t lo = 0, hi = m->n;
+
+    /* Find the first mapping whose end is above addr; it holds addr if it starts at or below. */
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (m->v[mid].end <= addr)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo < m->n && m->v[lo].start <= addr)
+        return &m->v[lo];
+    return NULL;
+}
+
+bool proc_mapping_is_file(const struct proc_mapping *pm)
+{
+    /* Pseudo-paths are bracketed ("[heap]", "[anon:x]"); files are absolute paths. */
+    return pm->path && pm->path[0] == '/';
+}

@@ -1,0 +1,58 @@
+/*
+ * targets.h - the processes being profiled: attaching the allocator probes
+ * to a process (synchronously, so that every later allocation is seen),
+ * detaching from processes that exited, and telling a reused pid from the
+ * process we attached to.
+ *
+ * All functions take the table's lock; they may be called from any thread.
+ */
+#ifndef HEAPPROF_TARGETS_H
+#define HEAPPROF_TARGETS_H
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "bpf_state.h"
+#include "hp_limits.h"
+
+struct target;
+
+/* A copy of what a caller may know about one target. */
+struct target_info {
+    pid_t pid;
+    char comm[17];
+    char allocator[256];   /* the object whose malloc is probed */
+    size_t nprobes;
+};
+
+/* The table of profiled processes; its slot index is the BPF image slot. */
+struct targets {
+    pthread_mutex_t lock;
+    struct bpf_state *bpf;
+    struct target *slot[HP_MAX_TARGETS];
+    uint64_t attach_errors;  /* under lock */
+    uint64_t attached_total; /* under lock */
+    uint64_t detached_total; /* under lock */
+};
+
+void targets_init(struct targets *t, struct bpf_state *bpf);
+/* Detaches everything. */
+void targets_destroy(struct targets *t);
+
+/*
+ * Makes sure process `pid` is profiled, attaching if it is not. Returns 0,
+ * -ESRCH (no such process), -EACCES/-EPERM (not allowed), -ENOSPC (too many
+ * targets), -ENOENT (no allocator found) or another -errno, with a one-line
+ * reason in `err`.
+ */
+int targets_ensure(struct targets *t, pid_t pid, char *err, size_t errlen);
+
+/* Detaches from processes that exited or whose pid now names another process. */
+void targets_reap(struct targets *t);
+
+/* Copies up to `cap` targets into `out`; returns how many there are. */
+size_t targets_list(struct targets *t, struct target_info *out, size_t cap);
+
+#endif

@@ -1,0 +1,604 @@
+"""Helpers for the integration tests: run heapprofd and the test workloads,
+fetch its HTTP endpoints, decode profiles with `go tool pprof`, and a small
+runner that reports `N passed, N failed`.
+
+Environment (set by tests/integration/CMakeLists.txt):
+  HEAPPROFD  path of the heapprofd binary
+  WORKLOADS  directory of the built workloads (build/tests/workloads)
+  CI         "true" on CI. These tests never skip: a missing BPF, a daemon
+             that does not start or a missing `go` is a failure, with the
+             reason, in CI and outside it alike.
+"""
+
+import os
+import queue
+import re
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import traceback
+import urllib.error
+import urllib.request
+
+HEAPPROFD = os.environ.get("HEAPPROFD", "")
+WORKLOADS = os.environ.get("WORKLOADS", "")
+IN_CI = os.environ.get("CI", "").lower() == "true"
+
+# How long the daemon may take to print its listening line (BPF load, attach).
+LISTEN_TIMEOUT_S = 10.0
+# How long one HTTP request may take; a delta profile adds its seconds.
+REQUEST_TIMEOUT_S = 60.0
+# How long a workload may take to print "ready"; "done" has its own timeout.
+READY_TIMEOUT_S = 10.0
+
+# The sample types every profile carries, in this order (docs: HTTP API).
+SAMPLE_TYPES = [
+    ("alloc_objects", "count"),
+    ("alloc_space", "bytes"),
+    ("inuse_objects", "count"),
+    ("inuse_space", "bytes"),
+]
+
+# Where libjemalloc2 installs jemalloc on Debian.
+JEMALLOC = "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2"
+
+
+class Failure(AssertionError):
+    """A test failure whose message says what was expected and what came."""
+
+
+def check(condition, message):
+    """Fails with message unless condition holds."""
+    if not condition:
+        raise Failure(message)
+
+
+def check_equal(actual, expected, what):
+    """Fails unless actual == expected, printing both."""
+    if actual != expected:
+        raise Failure(f"{what}: expected {expected!r}, got {actual!r}")
+
+
+def free_port():
+    """A TCP port on 127.0.0.1 that was free a moment ago."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _check_environment():
+    """Fails with the reason if the tests cannot run here at all."""
+    check(HEAPPROFD, "HEAPPROFD is not set (run the tests through ctest)")
+    check(os.access(HEAPPROFD, os.X_OK), f"HEAPPROFD={HEAPPROFD} is not an executable")
+    check(WORKLOADS and os.path.isdir(WORKLOADS),
+          f"WORKLOADS={WORKLOADS!r} is not a directory of built workloads")
+    check(os.geteuid() == 0,
+          f"integration tests need root (CAP_BPF, CAP_PERFMON); euid is {os.geteuid()}")
+
+
+# --- HTTP -------------------------------------------------------------------
+
+# An opener that ignores http_proxy and friends: requests go to 127.0.0.1.
+_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+
+class Response:
+    """One HTTP answer: status, headers (a dict, lower-case names) and body bytes."""
+
+    def __init__(self, status, headers, body):
+        self.status = status
+        self.headers = {k.lower(): v for k, v in headers.items()}
+        self.body = body
+
+    def text(self):
+        """The body as text (UTF-8, undecodable bytes replaced)."""
+        return self.body.decode("utf-8", "replace")
+
+
+def request(url, timeout=REQUEST_TIMEOUT_S):
+    """GETs url; returns a Response for any status (4xx and 5xx included)."""
+    try:
+        with _OPENER.open(url, timeout=timeout) as r:
+            return Response(r.status, dict(r.headers), r.read())
+    except urllib.error.HTTPError as e:
+        return Response(e.code, dict(e.headers), e.read())
+
+
+def get(url, timeout=REQUEST_TIMEOUT_S):
+    """GETs url; returns (status, body bytes)."""
+    r = request(url, timeout)
+    return r.status, r.body
+
+
+def check_one_line_reason(body, what):
+    """Fails unless body is one non-empty line of text (a trailing newline allowed)."""
+    text = body.decode("utf-8", "replace")
+    stripped = text[:-1] if text.endswith("\n") else text
+    check(stripped.strip() != "" and "\n" not in stripped,
+          f"{what}: body should be a one-line reason, got {text!r}")
+
+
+# --- The daemon --------------------------------------------------------------
+
+class Daemon:
+    """heapprofd on a free port, as a context manager.
+
+    Entering starts it and waits for `heapprofd: listening on ...` on stderr;
+    if it logs `heapprofd: BPF unavailable:` or exits first, that is a
+    failure with its stderr in the message. Leaving stops it (SIGTERM, then
+    SIGKILL) and fails if it had died on its own while the test ran.
+    """
+
+    def __init__(self, *args):
+        self.args = list(args)
+        self.port = free_port()
+        self.address = f"127.0.0.1:{self.port}"
+        self.proc = None
+        self.lines = []
+        self._cond = threading.Condition()
+        self._reader = None
+
+    def __enter__(self):
+        _check_environment()
+        cmd = [HEAPPROFD, "--listen", self.address] + self.args
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.PIPE)
+        self._reader = threading.Thread(target=self._read_stderr, daemon=True)
+        self._reader.start()
+        try:
+            self._wait_listening(cmd)
+        except BaseException:
+            self._stop()
+            raise
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        died = self.proc.poll()
+        self._stop()
+        if exc_type is None and died is not None:
+            raise Failure(f"heapprofd exited with status {died} during the test; "
+                          f"stderr:\n{self.stderr()}")
+        return False
+
+    def _read_stderr(self):
+        """Collects stderr lines as they come (and echoes none)."""
+        for raw in self.proc.stderr:
+            line = raw.decode("utf-8", "replace").rstrip("\n")
+            with self._cond:
+                self.lines.append(line)
+                self._cond.notify_all()
+        with self._cond:
+            self._cond.notify_all()
+
+    def _wait_listening(self, cmd):
+        """Waits for the listening line; fails on BPF unavailable, exit or timeout."""
+        want = f"heapprofd: listening on {self.address}"
+        deadline = time.monotonic() + LISTEN_TIMEOUT_S
+        with self._cond:
+            while True:
+                for line in self.lines:
+                    if line.startswith("heapprofd: BPF unavailable"):
+                        raise Failure(f"{line} (CI={IN_CI}; these tests never skip); "
+                                      f"stderr:\n{self.stderr_locked()}")
+                if any(line.strip() == want for line in self.lines):
+                    return
+                if self.proc.poll() is not None and not self._reader.is_alive():
+                    raise Failure(f"heapprofd exited with status {self.proc.returncode} "
+                                  f"before listening; command: {' '.join(cmd)}; "
+                                  f"stderr:\n{self.stderr_locked()}")
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise Failure(f"heapprofd did not log {want!r} within "
+                                  f"{LISTEN_TIMEOUT_S:.0f} s; command: {' '.join(cmd)}; "
+                                  f"stderr:\n{self.stderr_locked()}")
+                self._cond.wait(min(left, 0.1))
+
+    def _stop(self):
+        """Stops the daemon: SIGTERM, then SIGKILL after 5 s."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        if self._reader is not None:
+            self._reader.join(2)
+
+    def stderr_locked(self):
+        """stderr so far; the caller holds self._cond."""
+        return "\n".join(self.lines)
+
+    def stderr(self):
+        """Everything the daemon wrote on stderr so far."""
+        with self._cond:
+            return "\n".join(self.lines)
+
+    def alive(self):
+        """True while the daemon process runs."""
+        return self.proc.poll() is None
+
+    def check_alive(self, what="heapprofd"):
+        """Fails with its stderr if the daemon has exited."""
+        check(self.alive(), f"{what}: heapprofd exited with status {self.proc.returncode}; "
+                            f"stderr:\n{self.stderr()}")
+
+    def url(self, path):
+        """The URL of path (which starts with /) on this daemon."""
+        return f"http://{self.address}{path}"
+
+    def request(self, path, timeout=REQUEST_TIMEOUT_S):
+        """GETs path; returns a Response."""
+        return request(self.url(path), timeout)
+
+    def get(self, path, timeout=REQUEST_TIMEOUT_S):
+        """GETs path; returns (status, body bytes)."""
+        return get(self.url(path), timeout)
+
+    def profile(self, path, timeout=REQUEST_TIMEOUT_S):
+        """GETs a profile endpoint; fails unless the answer is 200; returns the body."""
+        status, body = self.get(path, timeout)
+        check(status == 200, f"GET {path}: expected 200, got {status}: "
+                             f"{body[:300].decode('utf-8', 'replace')!r}; "
+                             f"heapprofd stderr:\n{self.stderr()}")
+        return body
+
+
+# --- Workloads ---------------------------------------------------------------
+
+class Workload:
+    """A test workload (tests/workloads) speaking the ready/go/done handshake.
+
+    Starting it waits for `ready <pid>`; go() lets it allocate, wait_done()
+    waits for `done`, finish() lets it exit and checks its status. As a
+    context manager it is killed on the way out if still running.
+    """
+
+    def __init__(self, name, *args, env=None):
+        path = os.path.join(WORKLOADS, name)
+        check(os.access(path, os.X_OK), f"workload {path} is not built")
+        full_env = dict(os.environ)
+        full_env.update(env or {})
+        self.name = name
+        self.proc = subprocess.Popen([path] + [str(a) for a in args], env=full_env,
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        self._lines = queue.Queue()
+        threading.Thread(target=self._read_stdout, daemon=True).start()
+        line = self._expect_line(READY_TIMEOUT_S, "ready")
+        m = re.fullmatch(r"ready (\d+)", line)
+        check(m is not None, f"workload {name}: expected 'ready <pid>', got {line!r}")
+        self.pid = int(m.group(1))
+        check_equal(self.pid, self.proc.pid, f"workload {name}: pid in 'ready'")
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        self.kill()
+        return False
+
+    def _read_stdout(self):
+        """Queues each stdout line; None at EOF."""
+        for raw in self.proc.stdout:
+            self._lines.put(raw.decode("utf-8", "replace").rstrip("\n"))
+        self._lines.put(None)
+
+    def _expect_line(self, timeout, what):
+        """The next stdout line; fails on timeout or EOF."""
+        try:
+            line = self._lines.get(timeout=timeout)
+        except queue.Empty:
+            raise Failure(f"workload {self.name}: no '{what}' within {timeout:.0f} s") from None
+        check(line is not None, f"workload {self.name}: stdout closed before '{what}' "
+                                f"(exit status {self.proc.poll()})")
+        return line
+
+    def _send_line(self, text):
+        """Writes one line to the workload's stdin."""
+        self.proc.stdin.write(text.encode() + b"\n")
+        self.proc.stdin.flush()
+
+    def go(self):
+        """Lets the workload start its allocations."""
+        self._send_line("go")
+
+    def wait_done(self, timeout=120.0):
+        """Waits for `done`."""
+        line = self._expect_line(timeout, "done")
+        check_equal(line, "done", f"workload {self.name}: line after go")
+
+    def run(self, timeout=120.0):
+        """go() then wait_done()."""
+        self.go()
+        self.wait_done(timeout)
+
+    def finish(self, timeout=10.0):
+        """Lets the workload exit (a line, then EOF) and checks it exits with 0."""
+        try:
+            self._send_line("")
+            self.proc.stdin.close()
+        except BrokenPipeError:
+            pass
+        try:
+            status = self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            raise Failure(f"workload {self.name} did not exit within {timeout:.0f} s") from None
+        check_equal(status, 0, f"workload {self.name}: exit status")
+
+    def kill(self):
+        """Kills the workload (SIGKILL) and reaps it, if it still runs."""
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+        for f in (self.proc.stdin, self.proc.stdout):
+            try:
+                f.close()
+            except (OSError, ValueError):
+                pass
+
+    def maps(self):
+        """The text of /proc/PID/maps."""
+        with open(f"/proc/{self.pid}/maps") as f:
+            return f.read()
+
+
+def nonexistent_pid():
+    """A pid with no process (the highest free one below pid_max)."""
+    with open("/proc/sys/kernel/pid_max") as f:
+        pid_max = int(f.read())
+    for pid in range(pid_max - 1, 1, -1):
+        if not os.path.exists(f"/proc/{pid}"):
+            return pid
+    raise Failure("no free pid found")
+
+
+# --- Decoding profiles with go tool pprof ------------------------------------
+
+class Sample:
+    """One sample: its 4 values (in SAMPLE_TYPES order) and frames, leaf first."""
+
+    def __init__(self, values, frames):
+        self.values = values
+        self.frames = frames
+
+    def leaf(self):
+        """The leaf function name, or '<empty stack>'."""
+        return self.frames[0] if self.frames else "<empty stack>"
+
+    def __repr__(self):
+        return f"Sample({self.values}, {' <- '.join(self.frames)})"
+
+
+class Profile:
+    """A profile as `go tool pprof -raw` shows it."""
+
+    def __init__(self, raw):
+        self.raw = raw
+        self.period_type = None   # (type, unit)
+        self.period = None
+        self.sample_types = []    # [(type, unit)]
+        self.default_type = None  # the type marked [dflt], if any
+        self.samples = []
+        self.duration = None      # the Duration: text, if any
+
+
+def _go_env(tmp):
+    """The environment for `go tool pprof`: HOME and temp directories in tmp."""
+    env = dict(os.environ)
+    env.update({"HOME": tmp, "PPROF_TMPDIR": tmp, "GOCACHE": os.path.join(tmp, "gocache"),
+                "PPROF_BINARY_PATH": os.path.join(tmp, "no-binaries")})
+    return env
+
+
+def pprof(profile_bytes, *flags):
+    """Runs `go tool pprof -symbolize=none FLAGS <profile>`; returns its stdout.
+
+    -symbolize=none keeps pprof from symbolizing on its own, so the names
+    checked are the ones heapprofd wrote. Fails with stderr if pprof fails.
+    """
+    check(profile_bytes[:2] == b"\x1f\x8b",
+          f"profile is not gzip (first bytes {profile_bytes[:16]!r})")
+    with tempfile.TemporaryDirectory(prefix="heapprof-pprof-") as tmp:
+        path = os.path.join(tmp, "profile.pb.gz")
+        with open(path, "wb") as f:
+            f.write(profile_bytes)
+        cmd = ["go", "tool", "pprof", "-symbolize=none"] + list(flags) + [path]
+        try:
+            r = subprocess.run(cmd, env=_go_env(tmp), capture_output=True, timeout=60)
+        except FileNotFoundError:
+            raise Failure("`go` is not installed (Debian: golang-go); "
+                          "it is needed for `go tool pprof`") from None
+        check(r.returncode == 0,
+              f"{' '.join(cmd[:-1])} failed with status {r.returncode}: "
+              f"{r.stderr.decode('utf-8', 'replace')}")
+        return r.stdout.decode("utf-8", "replace")
+
+
+_SAMPLE_RE = re.compile(r"^\s*(-?\d+(?:\s+-?\d+)*):((?:\s+\d+)*)\s*$")
+_LOCATION_RE = re.compile(r"^\s*(\d+): (0x[0-9a-fA-F]+) (?:M=\d+ )?(?:\[F\] )?(.*)$")
+_CONTINUATION = " " * 13  # how pprof indents a location's inlined lines
+_LINE_RE = re.compile(r"^(.*) (\S*):(-?\d+) s=(-?\d+)(?:\(.*\))?$")
+
+
+def _function_name(line_text, address):
+    """The function name of one location line ('name file:line s=N' or '??')."""
+    m = _LINE_RE.match(line_text)
+    if m:
+        return m.group(1)
+    return line_text.strip() or address
+
+
+def parse_raw(raw):
+    """Parses `go tool pprof -raw` output (Profile.String() of the pprof
+    package) into a Profile."""
+    p = Profile(raw)
+    lines = raw.splitlines()
+    section = "header"
+    sample_refs = []      # (values, [location ids])
+    locations = {}        # id -> [function names, innermost first]
+    last_loc = None
+    for line in lines:
+        if section == "header":
+            if line.startswith("PeriodType: "):
+                p.period_type = tuple(line.split()[1:3])
+            elif line.startswith("Period: "):
+                p.period = int(line.split()[1])
+            elif line.startswith("Duration: "):
+                p.duration = line.split(" ", 1)[1]
+            elif line == "Samples:":
+                section = "sample_types"
+        elif section == "sample_types":
+            for token in line.split():
+                dflt = token.endswith("[dflt]")
+                token = token[: -len("[dflt]")] if dflt else token
+                typ, _, unit = token.partition("/")
+                p.sample_types.append((typ, unit))
+                if dflt:
+                    p.default_type = typ
+            section = "samples"
+        elif section == "samples":
+            if line == "Locations":
+                section = "locations"
+                continue
+            m = _SAMPLE_RE.match(line)
+            if m:  # other lines in this section are labels
+                values = [int(v) for v in m.group(1).split()]
+                ids = [int(i) for i in m.group(2).split()]
+                sample_refs.append((values, ids))
+        elif section == "locations":
+            if line == "Mappings":
+                section = "mappings"
+                continue
+            if line.startswith(_CONTINUATION) and last_loc is not None \
+                    and not _LOCATION_RE.match(line):
+                locations[last_loc].append(_function_name(line.strip(), "??"))
+                continue
+            m = _LOCATION_RE.match(line)
+            check(m is not None, f"unparsed location line in pprof -raw output: {line!r}")
+            last_loc = int(m.group(1))
+            rest = m.group(3).strip()
+            locations[last_loc] = [_function_name(rest, m.group(2))] if rest else [m.group(2)]
+    check(section == "mappings", f"pprof -raw output ended in section {section!r}:\n{raw}")
+    for values, ids in sample_refs:
+        frames = []
+        for i in ids:
+            check(i in locations, f"sample refers to location {i}, which -raw does not list")
+            frames.extend(locations[i])
+        p.samples.append(Sample(values, frames))
+    return p
+
+
+def decode(profile_bytes):
+    """Decodes a gzipped profile.proto with `go tool pprof -raw` into a Profile
+    (samples with 4 values and frames, leaf first)."""
+    return parse_raw(pprof(profile_bytes, "-raw"))
+
+
+def check_heap_shape(profile, period, what):
+    """Fails unless the profile has our sample types, period type and period."""
+    check_equal(profile.sample_types, SAMPLE_TYPES, f"{what}: sample types")
+    check_equal(profile.period_type, ("space", "bytes"), f"{what}: period type")
+    check_equal(profile.period, period, f"{what}: period")
+    for s in profile.samples:
+        check(len(s.values) == 4, f"{what}: sample with {len(s.values)} values: {s}")
+
+
+def totals_by_leaf(samples):
+    """Sums the values of samples per leaf function: {leaf: [4 values]}."""
+    totals = {}
+    for s in samples:
+        t = totals.setdefault(s.leaf(), [0, 0, 0, 0])
+        for i, v in enumerate(s.values):
+            t[i] += v
+    return totals
+
+
+def traces(profile_bytes, *flags):
+    """The output of `go tool pprof -traces` on a profile."""
+    return pprof(profile_bytes, "-traces", *flags)
+
+
+def describe(samples, limit=40):
+    """A few samples, one a line, for failure messages."""
+    out = [repr(s) for s in samples[:limit]]
+    if len(samples) > limit:
+        out.append(f"... and {len(samples) - limit} more")
+    return "\n".join(out)
+
+
+# --- Runner ------------------------------------------------------------------
+
+def run(tests, around=None):
+    """Runs each test function, prints PASS/FAIL lines and `N passed, N failed`,
+    and exits with 1 if any failed.
+
+    around, if given, is a function returning a context manager (a Daemon, a
+    workload) that every test shares: if entering it fails, each test fails
+    with that reason; if leaving it fails (the daemon died), that is one more
+    failure.
+    """
+    passed = failed = 0
+    context = None
+    setup_error = None
+    if around is not None:
+        try:
+            context = around()
+            context.__enter__()
+        except Exception as e:
+            context = None
+            setup_error = e if isinstance(e, Failure) else Failure(traceback.format_exc())
+    for test in tests:
+        name = test.__name__
+        start = time.monotonic()
+        try:
+            if setup_error is not None:
+                raise Failure(f"(setup) {setup_error}")
+            test()
+        except Failure as e:
+            failed += 1
+            print(f"FAIL {name} ({time.monotonic() - start:.1f} s): {e}", flush=True)
+        except Exception:  # a broken test or harness: show where
+            failed += 1
+            print(f"FAIL {name} ({time.monotonic() - start:.1f} s): "
+                  f"{traceback.format_exc()}", flush=True)
+        else:
+            passed += 1
+            print(f"PASS {name} ({time.monotonic() - start:.1f} s)", flush=True)
+    if context is not None:
+        try:
+            context.__exit__(None, None, None)
+        except Exception as e:
+            failed += 1
+            print(f"FAIL teardown: {e}", flush=True)
+    print(f"{passed} passed, {failed} failed", flush=True)
+    sys.exit(1 if failed else 0)
+
+
+class Once:
+    """A fixture computed at first use and shared by the tests of a file; if
+    computing it failed, every later use fails with the same error."""
+
+    def __init__(self, make):
+        self._make = make
+        self._done = False
+        self._value = None
+        self._error = None
+
+    def __call__(self):
+        if not self._done:
+            self._done = True
+            try:
+                self._value = self._make()
+            except Failure as e:
+                self._error = e
+            except Exception:
+                self._error = Failure(f"fixture {self._make.__name__} failed:\n"
+                                      f"{traceback.format_exc()}")
+        if self._error is not None:
+            raise Failure(f"(fixture {self._make.__name__}) {self._error}")
+        return self._value

@@ -1,0 +1,28 @@
+/*
+ * handshake.h - the line protocol every test workload speaks on stdio.
+ *
+ * A workload prints "ready <pid>", waits for a line ("go") on stdin, does its
+ * scripted allocations, prints "done", and waits for another line (or EOF)
+ * before it exits. The test attaches the profiler between "ready" and "go",
+ * so everything the workload does after "go" is seen.
+ *
+ * These functions use read(2) and write(2) directly, never stdio: stdio
+ * allocates its buffers lazily with malloc, and such allocations would land in
+ * the profiles the tests check exactly.
+ */
+#ifndef HEAPPROF_WORKLOAD_HANDSHAKE_H
+#define HEAPPROF_WORKLOAD_HANDSHAKE_H
+
+/* Writes "ready <pid>\n" to stdout. */
+void handshake_ready(void);
+
+/* Blocks until a whole line arrives on stdin; returns 1 for a line, 0 at EOF. */
+int handshake_wait_line(void);
+
+/* Writes "done\n" to stdout. */
+void handshake_done(void);
+
+/* Writes a message and exits with status 2; for impossible failures. */
+void handshake_die(const char *message);
+
+#endif
