@@ -335,7 +335,8 @@ static __always_inline int on_alloc_entry(struct pt_regs *ctx, __u32 kind, __u64
 
     if (cs->last_pid_tgid == pid_tgid && cs->last_sp == sp && forwards(cs->last_kind, kind) &&
         (cs->last_ret == ret || is_uretprobe_trampoline(ret))) {
-        cs->last_pid_tgid = 0;
+        /* The chain may go on: reallocarray -> realloc -> malloc. */
+        cs->last_kind = kind;
         count_stat(HP_STAT_NESTED);
         return 0;
     }

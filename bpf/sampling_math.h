@@ -19,12 +19,13 @@
 
 #include "heapprof.h"
 
-/* log2(1 + i/256) for i = 0..256, in units of 2^-24. */
-#define HP_LOG2_TABLE_LEN 257
+/* log2(1 + i/256) for i = 0..256, in units of 2^-24. The length is a power
+ * of two so that a masked index is in bounds for the BPF verifier. */
+#define HP_LOG2_TABLE_LEN 512
 /* 1/(1 - exp(-i/256)) for i = 0..HP_WEIGHT_TABLE_MAX, in units of 2^-16. */
 #define HP_WEIGHT_X_MAX 24
 #define HP_WEIGHT_TABLE_MAX (HP_WEIGHT_X_MAX * 256)
-#define HP_WEIGHT_TABLE_LEN (HP_WEIGHT_TABLE_MAX + 1)
+#define HP_WEIGHT_TABLE_LEN 8192 /* > HP_WEIGHT_TABLE_MAX, a power of two (see above) */
 
 /* The largest sampling interval: keeps every product below 2^64. */
 #define HP_MAX_INTERVAL (1ULL << 32)
@@ -74,7 +75,8 @@ static __always_inline __u64 hp_exp_wait(__u32 rnd, __u64 interval, const volati
     __u64 frac = e ? (m << (64 - e)) : 0; /* bits below the leading one */
     __u32 idx = (__u32)(frac >> 56) & 0xff;
     __u64 rem = (frac >> 40) & 0xffff;
-    __u64 lo = log2_table[idx], hi = log2_table[idx + 1];
+    __u64 lo = log2_table[idx & (HP_LOG2_TABLE_LEN - 1)];
+    __u64 hi = log2_table[(idx + 1) & (HP_LOG2_TABLE_LEN - 1)];
     __u64 log2_m = ((__u64)e << 24) + lo + (((hi - lo) * rem) >> 16);
     __u64 neg_log2_u = (33ULL << 24) - log2_m;            /* -log2(U), 2^-24 units */
     __u64 neg_ln_u = (neg_log2_u * HP_LN2_FIX32) >> 32;   /* -ln(U), 2^-24 units */
@@ -109,7 +111,8 @@ static __always_inline __u64 hp_weight_objects(__u64 size, __u64 interval,
     if (t >= HP_WEIGHT_TABLE_MAX)
         return 1ULL << HP_OBJ_SHIFT;
     __u64 frac = x16 & 0xff;
-    __u64 a = weight_table[t], b = weight_table[t + 1]; /* decreasing in t */
+    __u64 a = weight_table[t & (HP_WEIGHT_TABLE_LEN - 1)]; /* decreasing in t */
+    __u64 b = weight_table[(t + 1) & (HP_WEIGHT_TABLE_LEN - 1)];
     return a - (((a - b) * frac) >> 8);
 }
 

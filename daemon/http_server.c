@@ -64,6 +64,7 @@ static unsigned status_of(int e)
     case -EPERM:
         return MHD_HTTP_FORBIDDEN;
     case -ENOSPC:
+    case -EAGAIN:
         return MHD_HTTP_SERVICE_UNAVAILABLE;
     default:
         return MHD_HTTP_INTERNAL_SERVER_ERROR;

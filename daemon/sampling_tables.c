@@ -9,14 +9,14 @@
 void sampling_fill_log2_table(__u32 table[HP_LOG2_TABLE_LEN])
 {
     for (int i = 0; i < HP_LOG2_TABLE_LEN; i++)
-        table[i] = (__u32)llround(log2(1.0 + i / 256.0) * (double)(1 << 24));
+        table[i] = i <= 256 ? (__u32)llround(log2(1.0 + i / 256.0) * (double)(1 << 24)) : 0;
 }
 
 void sampling_fill_weight_table(__u64 table[HP_WEIGHT_TABLE_LEN])
 {
     table[0] = UINT64_MAX; /* x = 0 has no finite weight; never read */
     for (int i = 1; i < HP_WEIGHT_TABLE_LEN; i++) {
-        double x = i / 256.0;
+        double x = i <= HP_WEIGHT_TABLE_MAX ? i / 256.0 : HP_WEIGHT_X_MAX;
         table[i] = (__u64)llround(65536.0 / -expm1(-x));
     }
 }

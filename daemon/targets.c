@@ -27,6 +27,7 @@ struct target {
     char allocator[256];
     struct bpf_link *links[2 * HP_MAX_FUNCS];
     size_t nlinks;
+    int detaching; /* its slot stays taken until the probes are gone */
 };
 
 void targets_init(struct targets *t, struct bpf_state *bpf)
@@ -36,14 +37,20 @@ void targets_init(struct targets *t, struct bpf_state *bpf)
     t->bpf = bpf;
 }
 
-/* Destroys the probes of a target and forgets its BPF state. */
-static void detach(struct targets *t, size_t slot)
+/* Destroys the probes of a target and forgets its BPF state. Slow (each
+ * probe's removal waits for RCU), so callers do it outside the lock. */
+static void release(struct bpf_state *bpf, struct target *tg)
 {
-    struct target *tg = t->slot[slot];
     for (size_t i = 0; i < tg->nlinks; i++)
         bpf_link__destroy(tg->links[i]);
-    bpf_state_forget_process(t->bpf, (uint32_t)tg->pid);
+    bpf_state_forget_process(bpf, (uint32_t)tg->pid);
     free(tg);
+}
+
+/* Detaches the target in `slot` with the lock held (attach failures, pid reuse). */
+static void detach(struct targets *t, size_t slot)
+{
+    release(t->bpf, t->slot[slot]);
     t->slot[slot] = NULL;
     t->detached_total++;
 }
@@ -125,12 +132,11 @@ static int attach(struct targets *t, size_t slot, pid_t pid, uint64_t start_time
         }
     }
     allocator_plan_free(&plan);
-    t->slot[slot] = tg;
     if (e) {
-        detach(t, slot);
-        t->detached_total--; /* it never was a target */
+        release(t->bpf, tg);
         return e;
     }
+    t->slot[slot] = tg;
     t->attached_total++;
     return 0;
 }
@@ -154,6 +160,11 @@ int targets_ensure(struct targets *t, pid_t pid, char *err, size_t errlen)
         }
         if (tg->pid != pid)
             continue;
+        if (tg->detaching) {
+            pthread_mutex_unlock(&t->lock);
+            snprintf(err, errlen, "process %d is being detached; try again", (int)pid);
+            return -EAGAIN;
+        }
         if (tg->start_time == start_time) {
             pthread_mutex_unlock(&t->lock);
             return 0;
@@ -180,12 +191,28 @@ int targets_ensure(struct targets *t, pid_t pid, char *err, size_t errlen)
 
 void targets_reap(struct targets *t)
 {
+    size_t gone[HP_MAX_TARGETS], n = 0;
     pthread_mutex_lock(&t->lock);
     for (size_t i = 0; i < HP_MAX_TARGETS; i++) {
         struct target *tg = t->slot[i];
         uint64_t start_time;
-        if (tg && (proc_start_time(tg->pid, &start_time) != 0 || start_time != tg->start_time))
-            detach(t, i);
+        if (tg && !tg->detaching &&
+            (proc_start_time(tg->pid, &start_time) != 0 || start_time != tg->start_time)) {
+            tg->detaching = 1;
+            gone[n++] = i;
+        }
+    }
+    pthread_mutex_unlock(&t->lock);
+
+    /* Requests go on meanwhile; the slots stay taken so no new target
+     * reuses them (or the pid's BPF state) before the old one is gone. */
+    for (size_t k = 0; k < n; k++)
+        release(t->bpf, t->slot[gone[k]]);
+
+    pthread_mutex_lock(&t->lock);
+    for (size_t k = 0; k < n; k++) {
+        t->slot[gone[k]] = NULL;
+        t->detached_total++;
     }
     pthread_mutex_unlock(&t->lock);
 }
@@ -196,7 +223,7 @@ size_t targets_list(struct targets *t, struct target_info *out, size_t cap)
     pthread_mutex_lock(&t->lock);
     for (size_t i = 0; i < HP_MAX_TARGETS; i++) {
         struct target *tg = t->slot[i];
-        if (!tg)
+        if (!tg || tg->detaching)
             continue;
         if (n < cap) {
             out[n].pid = tg->pid;

@@ -154,6 +154,27 @@ def test_concurrent_requests_are_all_answered():
     check_status("/healthz", 200, one_line=False)
 
 
+def test_a_delta_profile_does_not_hold_up_other_requests():
+    pid = live_pid()
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        start = time.monotonic()
+        delta = pool.submit(daemon().get, f"/debug/pprof/heap?pid={pid}&seconds=2")
+        time.sleep(0.3)  # the delta request is now waiting out its window
+        slow = []
+        for path in ("/healthz", f"/debug/pprof/heap?pid={pid}", "/metrics"):
+            t = time.monotonic()
+            status, _ = daemon().get(path, timeout=10)
+            took = time.monotonic() - t
+            # Far below the 2 s window: a request queued behind it would take ~1.7 s.
+            if status != 200 or took > 0.5:
+                slow.append(f"GET {path}: {status} after {took:.2f} s")
+        status, _ = delta.result(timeout=30)
+        elapsed = time.monotonic() - start
+    h.check(not slow, "during a seconds=2 delta profile: " + "; ".join(slow))
+    h.check(status == 200 and elapsed >= 1.9,
+            f"seconds=2: expected 200 after about 2 s, got {status} after {elapsed:.2f} s")
+
+
 def test_a_process_killed_mid_profile_is_404_and_the_daemon_keeps_serving():
     d = daemon()
     with h.Workload("exits", 60000) as w:
@@ -236,6 +257,7 @@ if __name__ == "__main__":
         test_metrics_are_prometheus_text,
         test_debug_1_is_legacy_text,
         test_concurrent_requests_are_all_answered,
+        test_a_delta_profile_does_not_hold_up_other_requests,
         test_a_process_killed_mid_profile_is_404_and_the_daemon_keeps_serving,
         test_a_process_that_exits_by_itself_is_404_afterwards,
         test_a_delta_profile_covers_only_its_seconds,

@@ -131,7 +131,7 @@ def test_debug_1_is_the_legacy_text_with_the_same_totals():
     text = glibc()["debug1"]
     h.check(text.startswith("heap profile:"),
             f"debug=1 should start with 'heap profile:', got {text[:200]!r}")
-    # Go's header: heap profile: <inuse objs>: <inuse bytes> [<alloc objs>: <alloc bytes>] @ heap/<R>
+    # Go: heap profile: <inuse objs>: <inuse bytes> [<alloc objs>: <alloc bytes>] @ heap/<2R>
     m = re.match(r"heap profile: (\d+): (\d+) \[(\d+): (\d+)\] @ heap/(\d+)", text)
     h.check(m is not None, f"debug=1 header not in Go's form: {text.splitlines()[0]!r}")
     inuse_n, inuse_b, alloc_n, alloc_b, rate = (int(x) for x in m.groups())

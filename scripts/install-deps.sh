@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# install-deps.sh - installs the Debian 12 packages heapprofd needs to build,
+# run and test. Safe to run again: apt skips what is already there.
+set -euo pipefail
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends \
+    build-essential cmake pkg-config clang bpftool \
+    libbpf-dev libelf-dev libdw-dev libmicrohttpd-dev zlib1g-dev \
+    golang-go python3 curl gdb libjemalloc2 ca-certificates >/dev/null
