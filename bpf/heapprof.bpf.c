@@ -318,19 +318,20 @@ static __always_inline void record(__u32 tgid, __u64 ptr, __u64 size, __u64 stac
 /*
  * The entry of every allocating function: decides whether this call counts
  * (not nested in another allocator call) and whether it is sampled, and if
- * the return probe has work, leaves it a pending record.
+ * the return probe has work, leaves it a pending record. Returns 0 when the
+ * return probe is needed, 1 when it is not (what a uprobe session wants).
  */
-static __always_inline int on_alloc_entry(struct pt_regs *ctx, __u32 kind, __u64 size,
-                                          __u64 old_ptr, __u64 out_ptr)
+static __always_inline int on_alloc_entry(struct pt_regs *ctx, __u64 cookie, __u32 kind,
+                                          __u64 size, __u64 old_ptr, __u64 out_ptr)
 {
     __u64 sp = PT_REGS_SP(ctx);
     __u64 ret;
     if (bpf_probe_read_user(&ret, sizeof(ret), (void *)sp))
-        return 0;
+        return 1;
     __u32 zero = 0;
     struct cpu_state *cs = bpf_map_lookup_elem(&cpu_states, &zero);
     if (!cs)
-        return 0;
+        return 1;
     __u64 pid_tgid = bpf_get_current_pid_tgid();
 
     if (cs->last_pid_tgid == pid_tgid && cs->last_sp == sp && forwards(cs->last_kind, kind) &&
@@ -338,11 +339,11 @@ static __always_inline int on_alloc_entry(struct pt_regs *ctx, __u32 kind, __u64
         /* The chain may go on: reallocarray -> realloc -> malloc. */
         cs->last_kind = kind;
         count_stat(HP_STAT_NESTED);
-        return 0;
+        return 1;
     }
-    if (called_from_allocator(bpf_get_attach_cookie(ctx), ret)) {
+    if (called_from_allocator(cookie, ret)) {
         count_stat(HP_STAT_NESTED);
-        return 0;
+        return 1;
     }
     cs->last_pid_tgid = pid_tgid;
     cs->last_sp = sp;
@@ -356,7 +357,7 @@ static __always_inline int on_alloc_entry(struct pt_regs *ctx, __u32 kind, __u64
     }
     bool sampled = take_sample(cs, size);
     if (!sampled && !old_live)
-        return 0;
+        return 1;
 
     struct hp_pending p = {
         .size = size,
@@ -368,10 +369,12 @@ static __always_inline int on_alloc_entry(struct pt_regs *ctx, __u32 kind, __u64
     if (sampled)
         p.stack_id = capture_stack(ctx, ret, sp);
     if (!p.stack_id && !old_live)
-        return 0;
+        return 1;
     struct hp_pending_key pk = {.pid_tgid = pid_tgid, .sp = sp};
-    if (bpf_map_update_elem(&pending, &pk, &p, BPF_ANY) != 0)
+    if (bpf_map_update_elem(&pending, &pk, &p, BPF_ANY) != 0) {
         count_stat(HP_STAT_PENDING_FULL);
+        return 1;
+    }
     return 0;
 }
 
@@ -386,68 +389,68 @@ static __always_inline __u64 array_size(__u64 n, __u64 m)
     return n * m;
 }
 
-SEC("uprobe")
-int BPF_KPROBE(malloc_entry, __u64 size)
+/*
+ * Any probed function's entry, told apart by the kind in the attach
+ * cookie, its arguments read per kind. Returns 0 when the return probe is
+ * needed, 1 when it is not.
+ */
+static __always_inline int on_entry(struct pt_regs *ctx)
 {
-    return on_alloc_entry(ctx, HP_MALLOC, size, 0, 0);
-}
+    __u64 cookie = bpf_get_attach_cookie(ctx);
+    __u32 kind = HP_COOKIE_KIND(cookie);
+    __u64 a = PT_REGS_PARM1(ctx), b = PT_REGS_PARM2(ctx), c = PT_REGS_PARM3(ctx);
+    __u64 size = a, old_ptr = 0, out_ptr = 0;
 
-SEC("uprobe")
-int BPF_KPROBE(calloc_entry, __u64 n, __u64 m)
-{
-    __u64 size = array_size(n, m);
+    /* Only the arguments differ by kind: one call below keeps the verifier
+     * from exploring the whole entry path once per kind. */
+    switch (kind) {
+    case HP_MALLOC:
+    case HP_VALLOC:
+        break;
+    case HP_CALLOC:
+        size = array_size(a, b);
+        break;
+    case HP_REALLOC:
+        size = b;
+        old_ptr = a;
+        break;
+    case HP_REALLOCARRAY:
+        size = array_size(b, c);
+        old_ptr = a;
+        break;
+    case HP_POSIX_MEMALIGN:
+        size = c;
+        out_ptr = a;
+        break;
+    case HP_ALIGNED_ALLOC:
+        size = b;
+        break;
+    case HP_FREE:
+        if (a)
+            untrack(bpf_get_current_pid_tgid() >> 32, a);
+        return 1;
+    default:
+        return 1;
+    }
     if (size == ~0ULL)
-        return 0; /* overflow: calloc fails, nothing is allocated */
-    return on_alloc_entry(ctx, HP_CALLOC, size, 0, 0);
+        return 1; /* n * m overflowed: the call fails, nothing is allocated */
+    return on_alloc_entry(ctx, cookie, kind, size, old_ptr, out_ptr);
 }
 
-SEC("uprobe")
-int BPF_KPROBE(realloc_entry, __u64 ptr, __u64 size)
-{
-    return on_alloc_entry(ctx, HP_REALLOC, size, ptr, 0);
-}
-
-SEC("uprobe")
-int BPF_KPROBE(reallocarray_entry, __u64 ptr, __u64 n, __u64 m)
-{
-    __u64 size = array_size(n, m);
-    if (size == ~0ULL)
-        return 0;
-    return on_alloc_entry(ctx, HP_REALLOCARRAY, size, ptr, 0);
-}
-
-SEC("uprobe")
-int BPF_KPROBE(posix_memalign_entry, __u64 memptr, __u64 align, __u64 size)
-{
-    return on_alloc_entry(ctx, HP_POSIX_MEMALIGN, size, 0, memptr);
-}
-
-SEC("uprobe")
-int BPF_KPROBE(aligned_alloc_entry, __u64 align, __u64 size)
-{
-    return on_alloc_entry(ctx, HP_ALIGNED_ALLOC, size, 0, 0);
-}
-
-SEC("uprobe")
-int BPF_KPROBE(valloc_entry, __u64 size)
-{
-    return on_alloc_entry(ctx, HP_VALLOC, size, 0, 0);
-}
-
-/* The return of every allocating function: finishes what its entry left. */
-SEC("uretprobe")
-int BPF_KRETPROBE(alloc_return, __u64 rc)
+/* The return of an allocating function: finishes what its entry left. */
+static __always_inline void on_return(struct pt_regs *ctx)
 {
     /* The return has popped the return address: sp is 8 above the entry's. */
     struct hp_pending_key pk = {.pid_tgid = bpf_get_current_pid_tgid(),
                                 .sp = PT_REGS_SP(ctx) - 8};
     struct hp_pending *pp = bpf_map_lookup_elem(&pending, &pk);
     if (!pp)
-        return 0;
+        return;
     struct hp_pending p = *pp;
     bpf_map_delete_elem(&pending, &pk);
     __u32 tgid = pk.pid_tgid >> 32;
 
+    __u64 rc = PT_REGS_RC(ctx);
     __u64 ptr = rc;
     if (p.kind == HP_POSIX_MEMALIGN) {
         ptr = 0;
@@ -459,13 +462,38 @@ int BPF_KRETPROBE(alloc_return, __u64 rc)
         untrack(tgid, p.old_ptr);
     if (p.stack_id && ptr)
         record(tgid, ptr, p.size, p.stack_id);
+}
+
+/* Entry probe of the classic and uprobe_multi layouts. Returns 0: for a
+ * perf-event uprobe a non-zero value would ask for a perf sample. */
+SEC("uprobe")
+int hp_entry(struct pt_regs *ctx)
+{
+    on_entry(ctx);
     return 0;
 }
 
-SEC("uprobe")
-int BPF_KPROBE(free_entry, __u64 ptr)
+/* Return probe of the classic and uprobe_multi layouts. */
+SEC("uretprobe")
+int hp_return(struct pt_regs *ctx)
 {
-    if (ptr)
-        untrack(bpf_get_current_pid_tgid() >> 32, ptr);
+    on_return(ctx);
     return 0;
+}
+
+extern bool bpf_session_is_return(void) __ksym __weak;
+
+/*
+ * Entry and return in one program (a uprobe session, Linux 6.13+): the
+ * entry returns non-zero for calls with nothing left to do, so that their
+ * return, which costs as much as the entry, never traps.
+ */
+SEC("uprobe")
+int hp_session(struct pt_regs *ctx)
+{
+    if (bpf_session_is_return()) {
+        on_return(ctx);
+        return 0;
+    }
+    return on_entry(ctx);
 }

@@ -11,6 +11,7 @@
 
 #include "elf_file.h"
 #include "load_order.h"
+#include "probe_site.h"
 
 /* The functions we probe, and what each one is. Aliases at one address
  * (glibc's memalign and aligned_alloc) are probed once. */
@@ -73,7 +74,7 @@ static const struct proc_mapping *mapping_of_offset(const struct proc_maps *maps
 static int already_planned(const struct allocator_plan *plan, const char *obj, uint64_t off)
 {
     for (size_t i = 0; i < plan->n; i++)
-        if (plan->funcs[i].file_offset == off && strcmp(plan->funcs[i].object_path, obj) == 0)
+        if (plan->funcs[i].symbol_offset == off && strcmp(plan->funcs[i].object_path, obj) == 0)
             return 1;
     return 0;
 }
@@ -98,7 +99,17 @@ static int plan_function(pid_t pid, const struct proc_maps *maps, struct candida
     f->kind = probed_functions[k].kind;
     f->object_path = strdup(c->lo->path);
     f->open_path = strdup(open_path);
-    f->file_offset = off;
+    /* Code beyond this is not needed: fast paths branch early (probe_site.h). */
+    uint8_t code[4096];
+    size_t len = !sym->size ? 64 : sym->size < sizeof(code) ? sym->size : sizeof(code);
+    struct probe_site site = {.offset = 0, .emulated = 0, .reason = "code not readable"};
+    if (elf_file_read(c->ef, sym->vaddr, code, len) == 0)
+        probe_site_choose(code, len, probed_functions[k].kind, sym->size && sym->size <= len,
+                          &site);
+    f->symbol_offset = off;
+    f->file_offset = off + site.offset;
+    f->emulated = site.emulated;
+    f->site_reason = site.reason;
     f->runtime_start = m->start + (off - m->offset);
     f->runtime_end = f->runtime_start + (sym->size ? sym->size : 1);
     if (!f->object_path || !f->open_path) {

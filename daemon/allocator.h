@@ -24,7 +24,10 @@ struct allocator_func {
     enum hp_kind kind;
     char *object_path;       /* the object defining it, as the process sees it */
     char *open_path;         /* a path the kernel can open: /proc/PID/map_files/... */
-    uint64_t file_offset;    /* where the uprobe goes */
+    uint64_t symbol_offset;  /* file offset of the function's entry */
+    uint64_t file_offset;    /* where the uprobe goes: the entry or a cheaper site (probe_site.h) */
+    int emulated;            /* the kernel emulates the probed instruction */
+    const char *site_reason; /* why the probe is where it is (static string) */
     uint64_t runtime_start;  /* the function's code in the process */
     uint64_t runtime_end;
 };

@@ -15,6 +15,7 @@
 
 #include "heapprof.skel.h"
 #include "sampling_tables.h"
+#include "uprobe_link.h"
 
 /* Silences libbpf's own chatter; load errors are reported through `err`. */
 static int quiet_libbpf(enum libbpf_print_level level, const char *fmt, va_list ap)
@@ -24,30 +25,90 @@ static int quiet_libbpf(enum libbpf_print_level level, const char *fmt, va_list 
     return 0;
 }
 
-int bpf_state_load(struct bpf_state *b, uint64_t sample_interval, char *err, size_t errlen)
+/* Opens and loads the skeleton with programs set up for `layout`. */
+static int load_for(struct heapprof **out, uint64_t sample_interval, enum probe_layout layout)
 {
-    memset(b, 0, sizeof(*b));
-    libbpf_set_print(quiet_libbpf);
     struct heapprof *skel = heapprof__open();
-    if (!skel) {
-        int e = -errno;
-        snprintf(err, errlen, "open BPF object: %s", strerror(-e));
-        return e ? e : -EINVAL;
-    }
+    if (!skel)
+        return errno ? -errno : -EINVAL;
     skel->rodata->sample_interval = sample_interval;
     sampling_fill_log2_table((__u32 *)skel->rodata->log2_table);
     sampling_fill_weight_table((__u64 *)skel->rodata->weight_table);
+    /* Debian's libbpf knows neither attach type: the numbers go in as they are. */
+    enum bpf_attach_type multi = (enum bpf_attach_type)HP_BPF_TRACE_UPROBE_MULTI;
+    enum bpf_attach_type session = (enum bpf_attach_type)HP_BPF_TRACE_UPROBE_SESSION;
+    bpf_program__set_autoload(skel->progs.hp_session, layout == LAYOUT_SESSION);
+    if (layout == LAYOUT_SESSION)
+        bpf_program__set_expected_attach_type(skel->progs.hp_session, session);
+    if (layout != LAYOUT_CLASSIC) {
+        bpf_program__set_expected_attach_type(skel->progs.hp_entry, multi);
+        bpf_program__set_expected_attach_type(skel->progs.hp_return, multi);
+    }
     int e = heapprof__load(skel);
     if (e) {
-        snprintf(err, errlen, "load BPF programs: %s (needs root with CAP_BPF and "
-                 "CAP_PERFMON, and a kernel with BTF; HEAPPROFD_DEBUG_BPF=1 shows the verifier log)",
-                 strerror(-e));
         heapprof__destroy(skel);
         return e;
     }
-    b->skel = skel;
-    b->sample_interval = sample_interval;
+    *out = skel;
     return 0;
+}
+
+/* Whether links of `layout` can be made with the programs in `skel`. */
+static int layout_works(struct heapprof *skel, enum probe_layout layout)
+{
+    switch (layout) {
+    case LAYOUT_SESSION:
+        return uprobe_link_supported(bpf_program__fd(skel->progs.hp_session),
+                                     HP_BPF_TRACE_UPROBE_SESSION);
+    case LAYOUT_MULTI:
+        return uprobe_link_supported(bpf_program__fd(skel->progs.hp_entry),
+                                     HP_BPF_TRACE_UPROBE_MULTI);
+    default:
+        return 1;
+    }
+}
+
+int bpf_state_load(struct bpf_state *b, uint64_t sample_interval, enum probe_layout want,
+                   char *err, size_t errlen)
+{
+    memset(b, 0, sizeof(*b));
+    libbpf_set_print(quiet_libbpf);
+    enum probe_layout first = want == LAYOUT_AUTO ? LAYOUT_SESSION : want;
+    enum probe_layout last = want == LAYOUT_AUTO ? LAYOUT_CLASSIC : want;
+    int e = -EINVAL;
+    for (enum probe_layout l = first; l <= last; l++) {
+        struct heapprof *skel;
+        e = load_for(&skel, sample_interval, l);
+        if (e == 0 && !layout_works(skel, l)) {
+            heapprof__destroy(skel);
+            e = -EOPNOTSUPP;
+        }
+        if (e == 0) {
+            b->skel = skel;
+            b->sample_interval = sample_interval;
+            b->layout = l;
+            return 0;
+        }
+    }
+    snprintf(err, errlen,
+             "load BPF programs for the %s probe layout: %s (needs root with CAP_BPF and "
+             "CAP_PERFMON, and a kernel with BTF; HEAPPROFD_DEBUG_BPF=1 shows the verifier log)",
+             want == LAYOUT_AUTO ? "classic" : bpf_state_layout_name(want), strerror(-e));
+    return e;
+}
+
+const char *bpf_state_layout_name(enum probe_layout l)
+{
+    switch (l) {
+    case LAYOUT_SESSION:
+        return "session";
+    case LAYOUT_MULTI:
+        return "multi";
+    case LAYOUT_CLASSIC:
+        return "classic";
+    default:
+        return "auto";
+    }
 }
 
 void bpf_state_close(struct bpf_state *b)
@@ -57,33 +118,29 @@ void bpf_state_close(struct bpf_state *b)
     b->skel = NULL;
 }
 
-struct bpf_program *bpf_state_entry_program(struct bpf_state *b, enum hp_kind kind)
+struct bpf_program *bpf_state_entry_program(struct bpf_state *b)
 {
-    switch (kind) {
-    case HP_MALLOC:
-        return b->skel->progs.malloc_entry;
-    case HP_CALLOC:
-        return b->skel->progs.calloc_entry;
-    case HP_REALLOC:
-        return b->skel->progs.realloc_entry;
-    case HP_REALLOCARRAY:
-        return b->skel->progs.reallocarray_entry;
-    case HP_POSIX_MEMALIGN:
-        return b->skel->progs.posix_memalign_entry;
-    case HP_ALIGNED_ALLOC:
-        return b->skel->progs.aligned_alloc_entry;
-    case HP_VALLOC:
-        return b->skel->progs.valloc_entry;
-    case HP_FREE:
-        return b->skel->progs.free_entry;
-    default:
-        return NULL;
-    }
+    return b->skel->progs.hp_entry;
 }
 
 struct bpf_program *bpf_state_return_program(struct bpf_state *b)
 {
-    return b->skel->progs.alloc_return;
+    return b->skel->progs.hp_return;
+}
+
+int bpf_state_entry_fd(struct bpf_state *b)
+{
+    return bpf_program__fd(b->skel->progs.hp_entry);
+}
+
+int bpf_state_return_fd(struct bpf_state *b)
+{
+    return bpf_program__fd(b->skel->progs.hp_return);
+}
+
+int bpf_state_session_fd(struct bpf_state *b)
+{
+    return bpf_program__fd(b->skel->progs.hp_session);
 }
 
 int bpf_state_set_image(struct bpf_state *b, uint32_t slot, const struct hp_image *img)

@@ -17,19 +17,40 @@
 struct heapprof;    /* the skeleton */
 struct bpf_program;
 
+/* How probes are attached, best first; the kernel decides which we get. */
+enum probe_layout {
+    LAYOUT_AUTO = 0,   /* the best this kernel supports */
+    LAYOUT_SESSION,    /* one uprobe session link per process and object (6.13+) */
+    LAYOUT_MULTI,      /* uprobe_multi entry and return links (6.6+) */
+    LAYOUT_CLASSIC,    /* a perf-event uprobe and uretprobe per function */
+};
+
 /* The loaded BPF object. */
 struct bpf_state {
     struct heapprof *skel;
     uint64_t sample_interval;
+    enum probe_layout layout;
 };
 
-/* Opens and loads the programs; -errno with a reason in `err` on failure. */
-int bpf_state_load(struct bpf_state *b, uint64_t sample_interval, char *err, size_t errlen);
+/*
+ * Opens and loads the programs for `want` (LAYOUT_AUTO: the best the kernel
+ * supports, found by trying); -errno with a reason in `err` on failure.
+ */
+int bpf_state_load(struct bpf_state *b, uint64_t sample_interval, enum probe_layout want,
+                   char *err, size_t errlen);
+
+/* "session", "multi" or "classic". */
+const char *bpf_state_layout_name(enum probe_layout l);
+
+/* The file descriptors of the programs, for uprobe_link_create(). */
+int bpf_state_entry_fd(struct bpf_state *b);
+int bpf_state_return_fd(struct bpf_state *b);
+int bpf_state_session_fd(struct bpf_state *b);
 /* Destroys the object (detaching nothing: links are owned by targets). */
 void bpf_state_close(struct bpf_state *b);
 
-/* The entry program for a probe kind, and the shared return program. */
-struct bpf_program *bpf_state_entry_program(struct bpf_state *b, enum hp_kind kind);
+/* The entry and return programs, for classic attachment with libbpf. */
+struct bpf_program *bpf_state_entry_program(struct bpf_state *b);
 struct bpf_program *bpf_state_return_program(struct bpf_state *b);
 
 /* Sets image slot `slot` (ranges of the probed functions of one process). */

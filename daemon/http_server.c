@@ -197,11 +197,12 @@ static enum MHD_Result serve_index(struct daemon_ctx *ctx, struct MHD_Connection
         char alloc[600];
         html_escape(alloc, sizeof(alloc), info[i].allocator);
         int len = snprintf(row, sizeof(row),
-                           "<tr><td>%d</td><td>%s</td><td>%s</td><td>"
+                           "<tr><td>%d</td><td>%s</td><td>%s (%zu functions, %zu on "
+                           "emulated instructions)</td><td>"
                            "<a href=\"heap?pid=%d\">heap</a> <a href=\"allocs?pid=%d\">allocs</a> "
                            "<a href=\"heap?pid=%d&amp;debug=1\">text</a></td></tr>\n",
-                           (int)info[i].pid, comm, alloc, (int)info[i].pid, (int)info[i].pid,
-                           (int)info[i].pid);
+                           (int)info[i].pid, comm, alloc, info[i].nfuncs, info[i].emulated,
+                           (int)info[i].pid, (int)info[i].pid, (int)info[i].pid);
         e = pprof_buf_append(&b, row, (size_t)len);
     }
     free(info);

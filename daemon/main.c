@@ -63,7 +63,10 @@ int main(int argc, char **argv)
     struct symbol_cache cache;
     struct daemon_ctx ctx = {.cache = &cache};
     symbol_cache_init(&cache);
-    if (bpf_state_load(&bpf, opts.sample_interval, ctx.bpf_error, sizeof(ctx.bpf_error)) == 0) {
+    if (bpf_state_load(&bpf, opts.sample_interval, opts.layout, ctx.bpf_error,
+                       sizeof(ctx.bpf_error)) == 0) {
+        fprintf(stderr, "heapprofd: probes attach as %s links, sample interval %llu bytes\n",
+                bpf_state_layout_name(bpf.layout), (unsigned long long)opts.sample_interval);
         ctx.bpf = &bpf;
         ctx.targets = &targets;
         targets_init(&targets, &bpf);

@@ -75,6 +75,8 @@ int metrics_write(struct daemon_ctx *ctx, struct pprof_buf *out)
         unsigned long long errors = ctx->targets->attach_errors;
         unsigned long long attached = ctx->targets->attached_total;
         unsigned long long detached = ctx->targets->detached_total;
+        unsigned long long attach_ns = ctx->targets->last_attach_ns;
+        unsigned long long detach_ns = ctx->targets->last_detach_ns;
         pthread_mutex_unlock(&ctx->targets->lock);
         e = emit_metric(out, "targets", "gauge", "Processes being profiled.",
                         targets_list(ctx->targets, NULL, 0));
@@ -86,6 +88,20 @@ int metrics_write(struct daemon_ctx *ctx, struct pprof_buf *out)
         if (e == 0)
             e = emit_metric(out, "detached_total", "counter",
                             "Processes detached (exited or pid reused).", detached);
+        if (e == 0)
+            e = emit(out, "# HELP heapprofd_last_attach_seconds Time the last attach took.\n"
+                          "# TYPE heapprofd_last_attach_seconds gauge\n"
+                          "heapprofd_last_attach_seconds %.6f\n"
+                          "# HELP heapprofd_last_detach_seconds Time removing the probes of the "
+                          "last detached process took.\n"
+                          "# TYPE heapprofd_last_detach_seconds gauge\n"
+                          "heapprofd_last_detach_seconds %.6f\n",
+                     attach_ns / 1e9, detach_ns / 1e9);
+        if (e == 0)
+            e = emit(out, "# HELP heapprofd_probe_layout How probes are attached.\n"
+                          "# TYPE heapprofd_probe_layout gauge\n"
+                          "heapprofd_probe_layout{layout=\"%s\"} 1\n",
+                     bpf_state_layout_name(ctx->bpf->layout));
     }
     if (e == 0)
         e = emit_metric(out, "http_requests_total", "counter", "HTTP requests answered.",

@@ -21,6 +21,8 @@ void options_usage(FILE *out)
             "  --sample-interval BYTES  mean bytes between samples (default 524288;\n"
             "                           1 records every allocation)\n"
             "  --pid N                  profile process N from the start (repeatable)\n"
+            "  --probe-layout L         auto (default), session, multi or classic: how\n"
+            "                           probes are attached (for benchmarks)\n"
             "Profiles: GET /debug/pprof/heap?pid=N (see docs/http-api.md)\n");
 }
 
@@ -39,12 +41,27 @@ static int parse_listen(char *arg, struct options *o, char *err, size_t errlen)
     return 0;
 }
 
+/* The probe layout named `s`. */
+static int parse_layout(const char *s, enum probe_layout *out)
+{
+    static const enum probe_layout all[] = {LAYOUT_AUTO, LAYOUT_SESSION, LAYOUT_MULTI,
+                                            LAYOUT_CLASSIC};
+    for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++) {
+        if (strcmp(s, bpf_state_layout_name(all[i])) == 0) {
+            *out = all[i];
+            return 0;
+        }
+    }
+    return -EINVAL;
+}
+
 int options_parse(int argc, char **argv, struct options *o, char *err, size_t errlen)
 {
     static const struct option longopts[] = {
         {"listen", required_argument, NULL, 'l'},
         {"sample-interval", required_argument, NULL, 'i'},
         {"pid", required_argument, NULL, 'p'},
+        {"probe-layout", required_argument, NULL, 'L'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -80,6 +97,13 @@ int options_parse(int argc, char **argv, struct options *o, char *err, size_t er
                 return -EINVAL;
             }
             o->pids[o->npids++] = (pid_t)v;
+            break;
+        case 'L':
+            if (parse_layout(optarg, &o->layout) != 0) {
+                snprintf(err, errlen,
+                         "--probe-layout wants auto, session, multi or classic, not '%s'", optarg);
+                return -EINVAL;
+            }
             break;
         case 'h':
             o->show_help = 1;

@@ -12,6 +12,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "bpf_state.h"
 #include "hp_limits.h"
 
 /* What the user asked for. */
@@ -21,6 +22,7 @@ struct options {
     uint64_t sample_interval;  /* mean bytes between samples; 1 records all */
     pid_t pids[HP_MAX_TARGETS];
     size_t npids;
+    enum probe_layout layout;  /* LAYOUT_AUTO unless --probe-layout says */
     int show_help;
 };
 

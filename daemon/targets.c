@@ -12,12 +12,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include <bpf/libbpf.h>
 
 #include "allocator.h"
 #include "proc_info.h"
 #include "proc_maps.h"
+#include "uprobe_link.h"
 
 /* One profiled process. */
 struct target {
@@ -25,10 +28,21 @@ struct target {
     uint64_t start_time;
     char comm[17];
     char allocator[256];
-    struct bpf_link *links[2 * HP_MAX_FUNCS];
+    struct bpf_link *links[2 * HP_MAX_FUNCS]; /* classic layout: one per probe */
     size_t nlinks;
+    int link_fds[2 * HP_MAX_FUNCS];           /* multi and session: per object */
+    size_t nfds;
     int detaching; /* its slot stays taken until the probes are gone */
+    size_t nfuncs;   /* functions probed */
+    size_t emulated; /* of which on an instruction the kernel emulates */
 };
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
 
 void targets_init(struct targets *t, struct bpf_state *bpf)
 {
@@ -39,18 +53,23 @@ void targets_init(struct targets *t, struct bpf_state *bpf)
 
 /* Destroys the probes of a target and forgets its BPF state. Slow (each
  * probe's removal waits for RCU), so callers do it outside the lock. */
-static void release(struct bpf_state *bpf, struct target *tg)
+static uint64_t release(struct bpf_state *bpf, struct target *tg)
 {
+    uint64_t t0 = now_ns();
     for (size_t i = 0; i < tg->nlinks; i++)
         bpf_link__destroy(tg->links[i]);
+    for (size_t i = 0; i < tg->nfds; i++)
+        close(tg->link_fds[i]);
+    uint64_t took = now_ns() - t0; /* the probes; forgetting the counts is not detaching */
     bpf_state_forget_process(bpf, (uint32_t)tg->pid);
     free(tg);
+    return took;
 }
 
 /* Detaches the target in `slot` with the lock held (attach failures, pid reuse). */
 static void detach(struct targets *t, size_t slot)
 {
-    release(t->bpf, t->slot[slot]);
+    t->last_detach_ns = release(t->bpf, t->slot[slot]);
     t->slot[slot] = NULL;
     t->detached_total++;
 }
@@ -77,6 +96,92 @@ static struct bpf_link *attach_probe(struct bpf_program *prog, pid_t pid,
     return link;
 }
 
+/* Classic layout: a perf-event uprobe per function, and a uretprobe per
+ * allocating function. */
+static int attach_classic(struct targets *t, struct target *tg, size_t slot,
+                          const struct allocator_plan *plan, char *err, size_t errlen)
+{
+    for (size_t i = 0; i < plan->n; i++) {
+        const struct allocator_func *f = &plan->funcs[i];
+        uint64_t cookie = HP_COOKIE(slot, f->kind);
+        struct bpf_link *l = attach_probe(bpf_state_entry_program(t->bpf), tg->pid, f, cookie, 0);
+        if (l)
+            tg->links[tg->nlinks++] = l;
+        if (l && f->kind != HP_FREE) {
+            l = attach_probe(bpf_state_return_program(t->bpf), tg->pid, f, cookie, 1);
+            if (l)
+                tg->links[tg->nlinks++] = l;
+        }
+        if (!l) {
+            int e = errno;
+            snprintf(err, errlen, "attach uprobe to %s:%s (offset 0x%llx) for pid %d: %s",
+                     f->object_path, f->name, (unsigned long long)f->file_offset, (int)tg->pid,
+                     strerror(e));
+            return -e;
+        }
+    }
+    return 0;
+}
+
+/* One link of `prog_fd` over the functions of object `obj` (all of them, or
+ * only the allocating ones). */
+static int attach_object_link(struct targets *t, struct target *tg, size_t slot,
+                              const struct allocator_plan *plan, const char *obj, int prog_fd,
+                              uint32_t attach_type, uint32_t flags, int alloc_only, char *err,
+                              size_t errlen)
+{
+    uint64_t offsets[HP_MAX_FUNCS], cookies[HP_MAX_FUNCS];
+    uint32_t cnt = 0;
+    const char *path = NULL;
+    (void)t;
+    for (size_t i = 0; i < plan->n; i++) {
+        const struct allocator_func *f = &plan->funcs[i];
+        if (strcmp(f->object_path, obj) != 0 || (alloc_only && f->kind == HP_FREE))
+            continue;
+        path = path ? path : f->open_path;
+        offsets[cnt] = f->file_offset;
+        cookies[cnt] = HP_COOKIE(slot, f->kind);
+        cnt++;
+    }
+    if (cnt == 0)
+        return 0;
+    int fd = uprobe_link_create(prog_fd, attach_type, path, offsets, cookies, cnt, flags, tg->pid);
+    if (fd < 0) {
+        snprintf(err, errlen, "attach %u uprobes to %s for pid %d: %s", cnt, obj, (int)tg->pid,
+                 strerror(-fd));
+        return fd;
+    }
+    tg->link_fds[tg->nfds++] = fd;
+    return 0;
+}
+
+/* Session and multi layouts: links per object the allocator lives in. */
+static int attach_links(struct targets *t, struct target *tg, size_t slot,
+                        const struct allocator_plan *plan, char *err, size_t errlen)
+{
+    int e = 0;
+    for (size_t i = 0; i < plan->n && e == 0; i++) {
+        const char *obj = plan->funcs[i].object_path;
+        int seen = 0;
+        for (size_t j = 0; j < i; j++)
+            seen |= strcmp(plan->funcs[j].object_path, obj) == 0;
+        if (seen)
+            continue;
+        if (t->bpf->layout == LAYOUT_SESSION) {
+            e = attach_object_link(t, tg, slot, plan, obj, bpf_state_session_fd(t->bpf),
+                                   HP_BPF_TRACE_UPROBE_SESSION, 0, 0, err, errlen);
+        } else {
+            e = attach_object_link(t, tg, slot, plan, obj, bpf_state_entry_fd(t->bpf),
+                                   HP_BPF_TRACE_UPROBE_MULTI, 0, 0, err, errlen);
+            if (e == 0)
+                e = attach_object_link(t, tg, slot, plan, obj, bpf_state_return_fd(t->bpf),
+                                       HP_BPF_TRACE_UPROBE_MULTI, HP_BPF_F_UPROBE_MULTI_RETURN,
+                                       1, err, errlen);
+        }
+    }
+    return e;
+}
+
 /* Resolves the allocator and attaches every probe to process `pid` in `slot`. */
 static int attach(struct targets *t, size_t slot, pid_t pid, uint64_t start_time, char *err,
                   size_t errlen)
@@ -100,6 +205,7 @@ static int attach(struct targets *t, size_t slot, pid_t pid, uint64_t start_time
     }
     tg->pid = pid;
     tg->start_time = start_time;
+    tg->nfuncs = plan.n;
     if (proc_comm(pid, tg->comm, sizeof(tg->comm)) != 0)
         tg->comm[0] = '\0';
 
@@ -107,30 +213,18 @@ static int attach(struct targets *t, size_t slot, pid_t pid, uint64_t start_time
     for (size_t i = 0; i < plan.n; i++) {
         img.start[i] = plan.funcs[i].runtime_start;
         img.end[i] = plan.funcs[i].runtime_end;
+        tg->emulated += plan.funcs[i].emulated;
         if (plan.funcs[i].kind == HP_MALLOC)
             snprintf(tg->allocator, sizeof(tg->allocator), "%s", plan.funcs[i].object_path);
     }
     /* The ranges must be in place before the first probe fires. */
     e = bpf_state_set_image(t->bpf, (uint32_t)slot, &img);
-    for (size_t i = 0; i < plan.n && e == 0; i++) {
-        const struct allocator_func *f = &plan.funcs[i];
-        uint64_t cookie = HP_COOKIE(slot, f->kind);
-        struct bpf_link *l = attach_probe(bpf_state_entry_program(t->bpf, f->kind), pid, f,
-                                          cookie, 0);
-        if (l)
-            tg->links[tg->nlinks++] = l;
-        if (l && f->kind != HP_FREE) {
-            l = attach_probe(bpf_state_return_program(t->bpf), pid, f, cookie, 1);
-            if (l)
-                tg->links[tg->nlinks++] = l;
-        }
-        if (!l) {
-            e = -errno;
-            snprintf(err, errlen, "attach uprobe to %s:%s (offset 0x%llx) for pid %d: %s",
-                     f->object_path, f->name, (unsigned long long)f->file_offset, (int)pid,
-                     strerror(errno));
-        }
-    }
+    if (e)
+        snprintf(err, errlen, "set the code ranges of pid %d: %s", (int)pid, strerror(-e));
+    else if (t->bpf->layout == LAYOUT_CLASSIC)
+        e = attach_classic(t, tg, slot, &plan, err, errlen);
+    else
+        e = attach_links(t, tg, slot, &plan, err, errlen);
     allocator_plan_free(&plan);
     if (e) {
         release(t->bpf, tg);
@@ -177,9 +271,12 @@ int targets_ensure(struct targets *t, pid_t pid, char *err, size_t errlen)
         snprintf(err, errlen, "already profiling %d processes, the most we can", HP_MAX_TARGETS);
         e = -ENOSPC;
     } else {
+        uint64_t t0 = now_ns();
         e = attach(t, (size_t)free_slot, pid, start_time, err, errlen);
         if (e)
             t->attach_errors++;
+        else
+            t->last_attach_ns = now_ns() - t0;
     }
     pthread_mutex_unlock(&t->lock);
     if (e == -ENOENT && proc_start_time(pid, &start_time) != 0) {
@@ -206,13 +303,15 @@ void targets_reap(struct targets *t)
 
     /* Requests go on meanwhile; the slots stay taken so no new target
      * reuses them (or the pid's BPF state) before the old one is gone. */
+    uint64_t took = 0;
     for (size_t k = 0; k < n; k++)
-        release(t->bpf, t->slot[gone[k]]);
+        took = release(t->bpf, t->slot[gone[k]]);
 
     pthread_mutex_lock(&t->lock);
     for (size_t k = 0; k < n; k++) {
         t->slot[gone[k]] = NULL;
         t->detached_total++;
+        t->last_detach_ns = took;
     }
     pthread_mutex_unlock(&t->lock);
 }
@@ -229,7 +328,8 @@ size_t targets_list(struct targets *t, struct target_info *out, size_t cap)
             out[n].pid = tg->pid;
             memcpy(out[n].comm, tg->comm, sizeof(out[n].comm));
             memcpy(out[n].allocator, tg->allocator, sizeof(out[n].allocator));
-            out[n].nprobes = tg->nlinks;
+            out[n].nfuncs = tg->nfuncs;
+            out[n].emulated = tg->emulated;
         }
         n++;
     }

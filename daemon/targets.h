@@ -24,7 +24,8 @@ struct target_info {
     pid_t pid;
     char comm[17];
     char allocator[256];   /* the object whose malloc is probed */
-    size_t nprobes;
+    size_t nfuncs;         /* allocator functions probed */
+    size_t emulated;       /* of which probed on an instruction the kernel emulates */
 };
 
 /* The table of profiled processes; its slot index is the BPF image slot. */
@@ -35,6 +36,8 @@ struct targets {
     uint64_t attach_errors;  /* under lock */
     uint64_t attached_total; /* under lock */
     uint64_t detached_total; /* under lock */
+    uint64_t last_attach_ns; /* under lock: how long the last attach took */
+    uint64_t last_detach_ns; /* under lock: how long removing the last target's probes took */
 };
 
 void targets_init(struct targets *t, struct bpf_state *bpf);

@@ -8,6 +8,8 @@
  * of trapping into a uprobe (including single-stepping free's first
  * instruction out of line) and of hijacking the return address; heapprofd's
  * cost per unsampled call is judged against it (tests/bench/run_bench.py).
+ * In the `emulated` layout floor_malloc_entry alone serves as the entry
+ * program of one uprobe_multi link on malloc and on free's emulated site.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -15,7 +17,7 @@
 
 char LICENSE[] SEC("license") = "GPL";
 
-/* Runs at malloc's first instruction. */
+/* Runs at malloc's first instruction (and free's probe site in the emulated layout). */
 SEC("uprobe")
 int floor_malloc_entry(struct pt_regs *ctx)
 {

@@ -13,10 +13,16 @@
  *   entry         malloc entry + free entry (no return probe)
  *   malloc-entry  malloc entry only
  *   free-entry    free entry only
+ *   emulated      issue 4's floor: malloc entry + free at the site
+ *                 probe_site_choose() picks (past its NULL test, on an
+ *                 instruction the kernel emulates), both in ONE uprobe_multi
+ *                 link created with the bpf() syscall (daemon/uprobe_link.c),
+ *                 exactly where heapprofd puts its entry probes
  *
- * libbpf resolves the symbols itself (bpf_uprobe_opts.func_name turns
- * "malloc" into its file offset in the library), and the probes fire only
- * in process N, all of its threads. Prints "attached" once all probes are
+ * For the perf-event layouts libbpf resolves the symbols itself
+ * (bpf_uprobe_opts.func_name turns "malloc" into its file offset in the
+ * library); for `emulated` daemon/elf_file.c does, as heapprofd does. The
+ * probes fire only in process N, all of its threads. Prints "attached" once all probes are
  * in place, then holds them until stdin reaches end of file or SIGTERM or
  * SIGINT arrives, and detaches on the way out.
  */
@@ -30,7 +36,10 @@
 
 #include <bpf/libbpf.h>
 
+#include "elf_file.h"
 #include "floor.skel.h"
+#include "probe_site.h"
+#include "uprobe_link.h"
 
 /* The C library whose malloc and free are probed (Debian 12, x86-64). */
 #define DEFAULT_LIBC "/lib/x86_64-linux-gnu/libc.so.6"
@@ -40,6 +49,8 @@ enum {
     PROBE_MALLOC_ENTRY = 1 << 0,
     PROBE_MALLOC_RETURN = 1 << 1,
     PROBE_FREE_ENTRY = 1 << 2,
+    /* malloc entry + free's emulated site, one uprobe_multi link. */
+    PROBE_MULTI_EMULATED = 1 << 3,
 };
 
 /* A named set of probes. */
@@ -54,6 +65,7 @@ static const struct layout layouts[] = {
     {"entry", PROBE_MALLOC_ENTRY | PROBE_FREE_ENTRY},
     {"malloc-entry", PROBE_MALLOC_ENTRY},
     {"free-entry", PROBE_FREE_ENTRY},
+    {"emulated", PROBE_MULTI_EMULATED},
 };
 
 /* Set by SIGTERM or SIGINT: time to detach. */
@@ -83,6 +95,65 @@ static int attach_one(struct bpf_program *prog, struct bpf_link **link, const ch
     return 0;
 }
 
+/*
+ * The file offset of `func` in `libc` where its entry probe goes: the site
+ * probe_site_choose() picks, as heapprofd's allocator.c does. 0 or -errno.
+ */
+static int probe_offset(struct elf_file *ef, const char *libc, const char *func,
+                        enum hp_kind kind, uint64_t *offset)
+{
+    struct probe_site site = {.offset = 0, .emulated = 0, .reason = "code not readable"};
+    struct elf_symbol sym;
+    uint8_t code[4096];
+    size_t len;
+    int err;
+
+    err = elf_file_find_function(ef, func, true, &sym);
+    if (!err)
+        err = elf_file_vaddr_to_offset(ef, sym.vaddr, offset);
+    if (err) {
+        fprintf(stderr, "floor_probes: %s in %s: %s\n", func, libc, strerror(-err));
+        return err;
+    }
+    len = !sym.size ? 64 : sym.size < sizeof(code) ? sym.size : sizeof(code);
+    if (elf_file_read(ef, sym.vaddr, code, len) == 0)
+        probe_site_choose(code, len, kind, sym.size && sym.size <= len, &site);
+    *offset += site.offset;
+    fprintf(stderr, "floor_probes: %s probed at +%zu (%s, %s)\n", func, site.offset,
+            site.emulated ? "emulated" : "not emulated", site.reason);
+    return 0;
+}
+
+/*
+ * Attaches the emulated layout: one uprobe_multi link of the do-nothing
+ * entry program on malloc's and free's probe sites. Returns the link's fd
+ * or -errno.
+ */
+static int attach_emulated(struct floor *skel, const char *libc, int pid)
+{
+    uint64_t offsets[2], cookies[2] = {0, 0};
+    struct elf_file *ef;
+    int err;
+
+    err = elf_file_open(libc, &ef);
+    if (err) {
+        fprintf(stderr, "floor_probes: open %s: %s\n", libc, strerror(-err));
+        return err;
+    }
+    err = probe_offset(ef, libc, "malloc", HP_MALLOC, &offsets[0]);
+    if (!err)
+        err = probe_offset(ef, libc, "free", HP_FREE, &offsets[1]);
+    elf_file_close(ef);
+    if (err)
+        return err;
+    err = uprobe_link_create(bpf_program__fd(skel->progs.floor_malloc_entry),
+                             HP_BPF_TRACE_UPROBE_MULTI, libc, offsets, cookies, 2, 0, pid);
+    if (err < 0)
+        fprintf(stderr, "floor_probes: uprobe_multi link on %s for pid %d: %s\n", libc, pid,
+                strerror(-err));
+    return err;
+}
+
 /* Blocks until stdin reaches end of file or a stop signal arrives. */
 static void wait_for_stop(void)
 {
@@ -100,11 +171,13 @@ static void wait_for_stop(void)
 static int usage(const char *argv0)
 {
     fprintf(stderr,
-            "usage: %s --pid N [--layout classic|entry|malloc-entry|free-entry] [--libc PATH]\n",
+            "usage: %s --pid N [--layout classic|entry|malloc-entry|free-entry|emulated]"
+            " [--libc PATH]\n",
             argv0);
     return 2;
 }
 
+/* Parses the command line, attaches the layout's probes and holds them until told to stop. */
 int main(int argc, char **argv)
 {
     const struct layout *layout = &layouts[0];
@@ -112,7 +185,7 @@ int main(int argc, char **argv)
     struct floor *skel = NULL;
     struct sigaction sa;
     char *end;
-    int pid = 0, err = 0;
+    int pid = 0, err = 0, multi_fd = -1;
 
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--pid") && i + 1 < argc) {
@@ -143,11 +216,27 @@ int main(int argc, char **argv)
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);
 
-    skel = floor__open_and_load();
+    skel = floor__open();
     if (!skel) {
         err = -errno;
-        fprintf(stderr, "floor_probes: open and load floor.bpf.o: %s\n", strerror(-err));
+        fprintf(stderr, "floor_probes: open floor.bpf.o: %s\n", strerror(-err));
         goto out;
+    }
+    /* Debian's libbpf 1.1 does not know BPF_TRACE_UPROBE_MULTI: the number goes in as is. */
+    if (layout->probes & PROBE_MULTI_EMULATED)
+        bpf_program__set_expected_attach_type(
+            skel->progs.floor_malloc_entry, (enum bpf_attach_type)HP_BPF_TRACE_UPROBE_MULTI);
+    err = floor__load(skel);
+    if (err) {
+        fprintf(stderr, "floor_probes: load floor.bpf.o: %s\n", strerror(-err));
+        goto out;
+    }
+    if (layout->probes & PROBE_MULTI_EMULATED) {
+        multi_fd = attach_emulated(skel, libc, pid);
+        if (multi_fd < 0) {
+            err = multi_fd;
+            goto out;
+        }
     }
     if (layout->probes & PROBE_MALLOC_ENTRY) {
         err = attach_one(skel->progs.floor_malloc_entry, &skel->links.floor_malloc_entry, libc,
@@ -173,7 +262,10 @@ int main(int argc, char **argv)
     wait_for_stop();
 
 out:
-    /* Destroying the skeleton destroys its links, which detaches the probes. */
+    /* Closing the multi link and destroying the skeleton (with its links)
+     * detach the probes. */
+    if (multi_fd >= 0)
+        close(multi_fd);
     floor__destroy(skel);
     return err ? 1 : 0;
 }

@@ -145,6 +145,10 @@ class Daemon:
     def __enter__(self):
         _check_environment()
         cmd = [HEAPPROFD, "--listen", self.address] + self.args
+        # HEAPPROFD_PROBE_LAYOUT runs a test under a fallback layout (classic,
+        # multi) as well as the best one the kernel offers.
+        if os.environ.get("HEAPPROFD_PROBE_LAYOUT"):
+            cmd += ["--probe-layout", os.environ["HEAPPROFD_PROBE_LAYOUT"]]
         self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                      stderr=subprocess.PIPE)
         self._reader = threading.Thread(target=self._read_stderr, daemon=True)

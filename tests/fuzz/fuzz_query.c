@@ -1,0 +1,129 @@
+/*
+ * fuzz_query.c - libFuzzer target for the profile request parameters
+ * (daemon/query.c).
+ *
+ * The input is a query string. It is split at '&' into pairs and each pair
+ * at its first '=' the way libmicrohttpd hands arguments over (a key without
+ * '=' comes with a NULL value), then fed to profile_query_set() in order,
+ * stopping at the first error as http_server.c does, and finished with
+ * profile_query_finish(). Each answer is checked against a second, plainly
+ * written reading of the rules (digits only, within range, compared as
+ * decimal strings so no arithmetic is shared with strutil.c), and every
+ * error message must be one line of printable text.
+ */
+#include <errno.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fuzz_check.h"
+#include "query.h"
+#include "strutil.h"
+
+/* The error buffer http_server.c passes (struct query_parse). */
+#define ERR_LEN 160
+
+/* Whether `s` is a decimal number in [min, max], judged on its digits as text. */
+static bool decimal_in_range(const char *s, unsigned long long min, unsigned long long max)
+{
+    char maxs[32];
+    if (!s || !*s)
+        return false;
+    for (const char *c = s; *c; c++)
+        if (*c < '0' || *c > '9')
+            return false;
+    while (s[0] == '0' && s[1])
+        s++;
+    snprintf(maxs, sizeof(maxs), "%llu", max);
+    size_t n = strlen(s), nmax = strlen(maxs);
+    if (n > nmax || (n == nmax && strcmp(s, maxs) > 0))
+        return false;
+    /* At most as long as max: small enough for strtoull to be exact. */
+    return strtoull(s, NULL, 10) >= min;
+}
+
+/* The expected query after one more accepted pair; returns whether the pair should be accepted. */
+static bool expect_set(struct profile_query *want, const char *key, const char *value)
+{
+    if (strcmp(key, "pid") == 0) {
+        if (!decimal_in_range(value, 1, HP_MAX_PID))
+            return false;
+        want->pid = (pid_t)strtoull(value, NULL, 10);
+    } else if (strcmp(key, "seconds") == 0) {
+        if (!decimal_in_range(value, 1, QUERY_MAX_SECONDS))
+            return false;
+        want->seconds = (int)strtoull(value, NULL, 10);
+    } else if (strcmp(key, "debug") == 0) {
+        if (!decimal_in_range(value, 0, 1))
+            return false;
+        want->debug = (int)strtoull(value, NULL, 10);
+    }
+    return true;
+}
+
+/* Checks that an error message is non-empty, NUL-terminated in its buffer and one printable line. */
+static void check_reason(const char *err)
+{
+    size_t n = strnlen(err, ERR_LEN);
+    FUZZ_CHECK(n > 0 && n < ERR_LEN, "reason of length %zu", n);
+    for (size_t i = 0; i < n; i++)
+        FUZZ_CHECK(err[i] >= 0x20 && err[i] < 0x7f, "byte 0x%02x at %zu of reason \"%s\"",
+                   (unsigned char)err[i], i, err);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    /* A NUL in the input ends the query there, as it would a C string. */
+    char *buf = malloc(size + 1);
+    if (!buf)
+        return 0;
+    memcpy(buf, data, size);
+    buf[size] = '\0';
+
+    struct profile_query q = {0}, want = {0};
+    char err[ERR_LEN];
+    bool failed = false;
+    char *rest = buf;
+    /* strsep keeps empty pairs ("a&&b"), which a client can send too. */
+    for (char *pair = strsep(&rest, "&"); pair && !failed; pair = strsep(&rest, "&")) {
+        char *eq = strchr(pair, '=');
+        const char *value = NULL;
+        if (eq) {
+            *eq = '\0';
+            value = eq + 1;
+        }
+        bool ok = expect_set(&want, pair, value);
+        memset(err, 'X', sizeof(err));
+        int r = profile_query_set(&q, pair, value, err, sizeof(err));
+        FUZZ_CHECK(r == 0 || r == -EINVAL, "profile_query_set returned %d", r);
+        FUZZ_CHECK((r == 0) == ok, "key \"%s\" value \"%s\": returned %d, expected %s", pair,
+                   value ? value : "(null)", r, ok ? "success" : "-EINVAL");
+        if (r) {
+            check_reason(err);
+            failed = true;
+        }
+        FUZZ_CHECK(q.pid == want.pid && q.seconds == want.seconds && q.debug == want.debug,
+                   "query {pid %d, seconds %d, debug %d}, expected {%d, %d, %d}", (int)q.pid,
+                   q.seconds, q.debug, (int)want.pid, want.seconds, want.debug);
+    }
+
+    if (!failed) {
+        memset(err, 'X', sizeof(err));
+        int r = profile_query_finish(&q, err, sizeof(err));
+        FUZZ_CHECK((r == 0) == (q.pid != 0), "finish returned %d for pid %d", r, (int)q.pid);
+        if (r) {
+            check_reason(err);
+        } else {
+            /* What the server relies on once a query is accepted. */
+            FUZZ_CHECK(q.pid >= 1 && q.pid <= HP_MAX_PID, "pid %d", (int)q.pid);
+            FUZZ_CHECK(q.seconds >= 0 && q.seconds <= QUERY_MAX_SECONDS, "seconds %d", q.seconds);
+            FUZZ_CHECK(q.debug == 0 || q.debug == 1, "debug %d", q.debug);
+        }
+    }
+    free(buf);
+    return 0;
+}
