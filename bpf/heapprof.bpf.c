@@ -16,6 +16,7 @@
 
 #include "heapprof.h"
 #include "sampling_math.h"
+#include "unwind_row.h"
 
 /* From errno.h, which BPF programs cannot include. */
 #define EEXIST 17
@@ -95,6 +96,23 @@ struct {
     __type(key, __u32);
     __type(value, struct hp_image);
 } images SEC(".maps");
+
+/* The rows of every loaded unwind table, each table a contiguous range. */
+struct {
+    __uint(type, BPF_MAP_TYPE_ARRAY);
+    __uint(max_entries, HP_MAX_UNWIND_ROWS);
+    __type(key, __u32);
+    __type(value, struct hp_unwind_row);
+} unwind_rows SEC(".maps");
+
+/* Per process: its executable mappings that have tables. */
+struct {
+    __uint(type, BPF_MAP_TYPE_HASH);
+    __uint(max_entries, HP_MAX_TARGETS);
+    __uint(map_flags, BPF_F_NO_PREALLOC);
+    __type(key, __u32);
+    __type(value, struct hp_unwind_proc);
+} unwind_procs SEC(".maps");
 
 static __always_inline void count_stat(__u32 stat)
 {
@@ -189,6 +207,187 @@ static __always_inline void walk_frame_pointers(struct hp_stack *st, __u64 ret, 
     st->len = n;
 }
 
+/* Where the walk is: one frame's registers. */
+struct walk_state {
+    __u64 pc;   /* a return address, or an interrupted pc after a signal frame */
+    __u64 sp;
+    __u64 fp;
+    __u32 exact_pc; /* pc is not a return address (after a signal frame) */
+    __u32 n;        /* frames stored so far */
+    struct hp_stack *st;
+    struct hp_unwind_proc *proc;
+};
+
+/* The table mapping of `pc` in the process, or NULL (binary search). */
+static __always_inline struct hp_unwind_mapping *find_mapping(struct hp_unwind_proc *proc,
+                                                               __u64 pc)
+{
+    __u32 lo = 0, hi = proc->n;
+    if (hi > HP_MAX_UNWIND_MAPPINGS)
+        hi = HP_MAX_UNWIND_MAPPINGS;
+    for (int i = 0; i < 9 && lo < hi; i++) { /* 2^8 = HP_MAX_UNWIND_MAPPINGS */
+        __u32 mid = (lo + hi) / 2;
+        struct hp_unwind_mapping *m = &proc->m[mid & (HP_MAX_UNWIND_MAPPINGS - 1)];
+        if (pc < m->start)
+            hi = mid;
+        else if (pc >= m->end)
+            lo = mid + 1;
+        else
+            return m;
+    }
+    return NULL;
+}
+
+/* The row of the table that covers `tpc`, or NULL (binary search). */
+static __always_inline struct hp_unwind_row *find_row(const struct hp_unwind_mapping *m, __u64 tpc)
+{
+    if (m->nrows == 0 || tpc > 0xffffffffULL)
+        return NULL;
+    __u32 lo = m->first_row, hi = m->first_row + m->nrows;
+    for (int i = 0; i < HP_UNWIND_SEARCH_STEPS && lo + 1 < hi; i++) {
+        __u32 mid = lo + (hi - lo) / 2;
+        struct hp_unwind_row *r = bpf_map_lookup_elem(&unwind_rows, &mid);
+        if (!r)
+            return NULL;
+        if (r->pc <= (__u32)tpc)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    struct hp_unwind_row *r = bpf_map_lookup_elem(&unwind_rows, &lo);
+    return r && r->pc <= (__u32)tpc ? r : NULL;
+}
+
+/* One step by the frame pointer, for code without a table. */
+static __always_inline int step_by_frame_pointer(struct walk_state *u)
+{
+    __u64 frame[2]; /* saved %rbp, return address */
+    if (u->fp == 0 || (u->fp & 7) || u->fp < u->sp)
+        return 1;
+    if (bpf_probe_read_user(frame, sizeof(frame), (void *)u->fp)) {
+        count_stat(HP_STAT_STACK_READ_ERROR);
+        return 1;
+    }
+    u->sp = u->fp + 16;
+    u->pc = frame[1];
+    u->fp = frame[0];
+    u->exact_pc = 0;
+    return 0;
+}
+
+/* Offsets in the ucontext that a signal trampoline's frame points at
+ * (x86_64 struct ucontext: flags, link, stack_t, then the registers). */
+#define UC_RBP 120
+#define UC_RSP 160
+#define UC_RIP 168
+
+/* One step by the table row for the current pc; 1 ends the walk. */
+static __always_inline int step_by_row(struct walk_state *u, const struct hp_unwind_row *r)
+{
+    __u64 cfa;
+    switch (r->cfa_type) {
+    case HP_CFA_RSP:
+        cfa = u->sp + (__s64)r->cfa_offset;
+        break;
+    case HP_CFA_RBP:
+        cfa = u->fp + (__s64)r->cfa_offset;
+        break;
+    case HP_CFA_PLT:
+        cfa = u->sp + 8 + ((u->pc & 15) >= (__u64)r->cfa_offset ? 8 : 0);
+        break;
+    case HP_CFA_SIGNAL: {
+        __u64 regs[3];
+        if (bpf_probe_read_user(&regs[0], 8, (void *)(u->sp + UC_RBP)) ||
+            bpf_probe_read_user(&regs[1], 8, (void *)(u->sp + UC_RSP)) ||
+            bpf_probe_read_user(&regs[2], 8, (void *)(u->sp + UC_RIP))) {
+            count_stat(HP_STAT_STACK_READ_ERROR);
+            return 1;
+        }
+        u->fp = regs[0];
+        u->sp = regs[1];
+        u->pc = regs[2];
+        u->exact_pc = 1;
+        return 0;
+    }
+    case HP_CFA_END:
+        return 1; /* the outermost frame: a clean end */
+    case HP_CFA_NONE:
+        count_stat(HP_STAT_UNWIND_NO_ROW);
+        return 1;
+    default:
+        count_stat(HP_STAT_UNWIND_UNSUPPORTED);
+        return 1;
+    }
+    if (cfa <= u->sp) {
+        count_stat(HP_STAT_UNWIND_BAD_FRAME);
+        return 1;
+    }
+    __u64 ra, fp = u->fp;
+    if (bpf_probe_read_user(&ra, sizeof(ra), (void *)(cfa - 8))) {
+        count_stat(HP_STAT_STACK_READ_ERROR);
+        return 1;
+    }
+    if (r->rbp_type == HP_RBP_OFFSET &&
+        bpf_probe_read_user(&fp, sizeof(fp), (void *)(cfa + (__s64)r->rbp_offset))) {
+        count_stat(HP_STAT_STACK_READ_ERROR);
+        return 1;
+    }
+    if (r->rbp_type == HP_RBP_UNSUPPORTED)
+        fp = 0; /* unknown: a later frame-pointer step must not trust it */
+    u->pc = ra;
+    u->sp = cfa;
+    u->fp = fp;
+    u->exact_pc = 0;
+    return 0;
+}
+
+/* bpf_loop callback: unwinds one frame and stores its caller's pc. */
+static long unwind_step(__u32 index, void *data)
+{
+    struct walk_state *u = data;
+    (void)index;
+    __u32 n = u->n;
+    if (n >= HP_MAX_FRAMES) {
+        count_stat(HP_STAT_STACK_TRUNCATED);
+        return 1;
+    }
+    /* A return address is just past its call: look up the call itself. */
+    __u64 lookup = u->exact_pc ? u->pc : u->pc - 1;
+    struct hp_unwind_mapping *m = find_mapping(u->proc, lookup);
+    int stop;
+    if (!m) {
+        count_stat(HP_STAT_UNWIND_NO_TABLE);
+        stop = step_by_frame_pointer(u);
+    } else {
+        struct hp_unwind_row *r = find_row(m, lookup - m->bias);
+        if (!r) {
+            count_stat(HP_STAT_UNWIND_NO_ROW);
+            return 1;
+        }
+        stop = step_by_row(u, r);
+    }
+    if (stop || u->pc == 0)
+        return 1;
+    u->st->frames[n] = u->pc;
+    u->n = n + 1;
+    return 0;
+}
+
+/*
+ * Walks the user stack with the process's unwind tables (frame pointers
+ * where a mapping has none). At the allocator's entry the caller's frame is
+ * pc = [sp], sp + 8, and the caller's %rbp.
+ */
+static __always_inline void walk_with_tables(struct hp_stack *st, struct hp_unwind_proc *proc,
+                                              __u64 ret, __u64 sp, __u64 fp)
+{
+    struct walk_state u = {.pc = ret, .sp = sp + 8, .fp = fp, .n = 1, .st = st, .proc = proc};
+    st->frames[0] = ret;
+    bpf_loop(HP_MAX_FRAMES, unwind_step, &u, 0);
+    st->len = u.n;
+    count_stat(HP_STAT_UNWIND_CFI_STACKS);
+}
+
 /* A 64-bit hash of the stack's frames; never 0, which means "no stack". */
 static __always_inline __u64 hash_stack(const struct hp_stack *st)
 {
@@ -249,7 +448,12 @@ static __always_inline __u64 capture_stack(struct pt_regs *ctx, __u64 ret, __u64
     struct hp_stack *st = bpf_map_lookup_elem(&stack_scratch, &zero);
     if (!st)
         return 0;
-    walk_frame_pointers(st, ret, sp, PT_REGS_FP(ctx));
+    __u32 tgid = bpf_get_current_pid_tgid() >> 32;
+    struct hp_unwind_proc *proc = bpf_map_lookup_elem(&unwind_procs, &tgid);
+    if (proc)
+        walk_with_tables(st, proc, ret, sp, PT_REGS_FP(ctx));
+    else
+        walk_frame_pointers(st, ret, sp, PT_REGS_FP(ctx));
     return store_stack(st);
 }
 

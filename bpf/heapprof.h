@@ -43,6 +43,11 @@ enum hp_stat {
     HP_STAT_PENDING_FULL,      /* pending map full: sampled call lost */
     HP_STAT_STACK_TRUNCATED,   /* stack deeper than HP_MAX_FRAMES */
     HP_STAT_STACK_READ_ERROR,  /* a user-memory read failed during the walk */
+    HP_STAT_UNWIND_NO_TABLE,   /* a frame in code with no table: frame pointer used */
+    HP_STAT_UNWIND_NO_ROW,     /* a pc in a table's gap (no CFI): the walk stopped */
+    HP_STAT_UNWIND_UNSUPPORTED, /* CFI we do not model: the walk stopped */
+    HP_STAT_UNWIND_BAD_FRAME,  /* a CFA that does not move up the stack: the walk stopped */
+    HP_STAT_UNWIND_CFI_STACKS, /* stacks walked with unwind tables */
     HP_STAT_COUNT,
 };
 
@@ -108,6 +113,23 @@ struct hp_image {
     __u32 pad;
     __u64 start[HP_MAX_FUNCS];
     __u64 end[HP_MAX_FUNCS];
+};
+
+/* One executable mapping of a process whose file has an unwind table in
+ * the shared rows array: runtime pc - bias = the table's row pc. */
+struct hp_unwind_mapping {
+    __u64 start;
+    __u64 end;
+    __u64 bias;
+    __u32 first_row;
+    __u32 nrows;
+};
+
+/* The mappings of one process with tables, sorted by start. */
+struct hp_unwind_proc {
+    __u32 n;
+    __u32 pad;
+    struct hp_unwind_mapping m[HP_MAX_UNWIND_MAPPINGS];
 };
 
 /* Attach cookie: image slot in the upper bits, probe kind in the low byte. */

@@ -38,4 +38,18 @@
 /* Processes profiled at once. */
 #define HP_MAX_TARGETS 1024
 
+/* Unwind table rows across all loaded files: 12 bytes each, preallocated,
+ * so 24 MiB. Tables take about 3,000-4,000 rows per MiB of code (libc's
+ * is ~11k rows), so this holds the code of dozens of large programs; a
+ * file whose table does not fit is unwound by frame pointers, counted. */
+#define HP_MAX_UNWIND_ROWS (1u << 21)
+
+/* Executable file mappings with tables per process (sorted for a binary
+ * search in BPF: a power of two). Processes with more code objects than
+ * this unwind the rest by frame pointers. */
+#define HP_MAX_UNWIND_MAPPINGS 256
+
+/* Steps of the binary search over one table: 2^22 rows at most. */
+#define HP_UNWIND_SEARCH_STEPS 22
+
 #endif

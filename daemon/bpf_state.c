@@ -149,6 +149,42 @@ int bpf_state_set_image(struct bpf_state *b, uint32_t slot, const struct hp_imag
     return bpf_map_update_elem(fd, &slot, img, BPF_ANY) ? -errno : 0;
 }
 
+/* Rows written per batch syscall: bounds the key array we build. */
+#define ROW_BATCH 8192
+
+int bpf_state_write_unwind_rows(struct bpf_state *b, uint32_t first,
+                                const struct hp_unwind_row *rows, size_t n)
+{
+    int fd = bpf_map__fd(b->skel->maps.unwind_rows);
+    uint32_t *keys = malloc(ROW_BATCH * sizeof(*keys));
+    if (!keys)
+        return -ENOMEM;
+    int e = 0;
+    for (size_t done = 0; done < n && e == 0;) {
+        uint32_t count = (uint32_t)(n - done < ROW_BATCH ? n - done : ROW_BATCH);
+        for (uint32_t i = 0; i < count; i++)
+            keys[i] = first + (uint32_t)done + i;
+        LIBBPF_OPTS(bpf_map_batch_opts, opts);
+        if (bpf_map_update_batch(fd, keys, rows + done, &count, &opts) != 0)
+            e = -errno;
+        done += count;
+    }
+    free(keys);
+    return e;
+}
+
+int bpf_state_set_unwind_proc(struct bpf_state *b, uint32_t tgid,
+                              const struct hp_unwind_proc *proc)
+{
+    int fd = bpf_map__fd(b->skel->maps.unwind_procs);
+    return bpf_map_update_elem(fd, &tgid, proc, BPF_ANY) ? -errno : 0;
+}
+
+void bpf_state_delete_unwind_proc(struct bpf_state *b, uint32_t tgid)
+{
+    bpf_map_delete_elem(bpf_map__fd(b->skel->maps.unwind_procs), &tgid);
+}
+
 int bpf_state_read_counts(struct bpf_state *b, uint32_t tgid, struct stack_counts **out, size_t *n)
 {
     int fd = bpf_map__fd(b->skel->maps.counts);
@@ -298,6 +334,11 @@ const char *bpf_state_stat_name(enum hp_stat s)
         [HP_STAT_PENDING_FULL] = "samples_dropped_pending_map_full",
         [HP_STAT_STACK_TRUNCATED] = "stacks_truncated",
         [HP_STAT_STACK_READ_ERROR] = "stack_read_errors",
+        [HP_STAT_UNWIND_NO_TABLE] = "unwind_frames_without_table",
+        [HP_STAT_UNWIND_NO_ROW] = "unwind_stopped_no_row",
+        [HP_STAT_UNWIND_UNSUPPORTED] = "unwind_stopped_unsupported_cfi",
+        [HP_STAT_UNWIND_BAD_FRAME] = "unwind_stopped_bad_frame",
+        [HP_STAT_UNWIND_CFI_STACKS] = "unwind_stacks_with_tables",
     };
     return (unsigned)s < HP_STAT_COUNT ? names[s] : "unknown";
 }

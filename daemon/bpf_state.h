@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "heapprof.h"
+#include "unwind_row.h"
 
 struct heapprof;    /* the skeleton */
 struct bpf_program;
@@ -55,6 +56,14 @@ struct bpf_program *bpf_state_return_program(struct bpf_state *b);
 
 /* Sets image slot `slot` (ranges of the probed functions of one process). */
 int bpf_state_set_image(struct bpf_state *b, uint32_t slot, const struct hp_image *img);
+
+/* Writes `n` unwind rows at index `first` of the shared rows array. */
+int bpf_state_write_unwind_rows(struct bpf_state *b, uint32_t first,
+                                const struct hp_unwind_row *rows, size_t n);
+/* Sets or deletes the unwind mappings of process `tgid`. */
+int bpf_state_set_unwind_proc(struct bpf_state *b, uint32_t tgid,
+                              const struct hp_unwind_proc *proc);
+void bpf_state_delete_unwind_proc(struct bpf_state *b, uint32_t tgid);
 
 /* One (stack, counts) pair of a process. */
 struct stack_counts {

@@ -317,9 +317,18 @@ int elf_file_open(const char *path, struct elf_file **out)
         err = -ENOMEM;
         goto out;
     }
-    for (size_t i = 0; i < ef->nph; i++)
-        if (!gelf_getphdr(ef->elf, (int)i, &ef->ph[i]))
+    for (size_t i = 0; i < ef->nph; i++) {
+        const GElf_Phdr *p = gelf_getphdr(ef->elf, (int)i, &ef->ph[i]);
+        /*
+         * A PT_LOAD whose ranges wrap around 2^64, or with more file than
+         * memory, cannot be loaded; refused here so that the address and
+         * offset translations below never wrap (tests/fuzz/fuzz_elf_file).
+         */
+        if (!p || (p->p_type == PT_LOAD &&
+                   (p->p_filesz > p->p_memsz || p->p_offset > UINT64_MAX - p->p_filesz ||
+                    p->p_vaddr > UINT64_MAX - p->p_memsz)))
             goto out;
+    }
 
     read_build_id(ef);
     err = read_sections(ef);

@@ -60,6 +60,7 @@ int main(int argc, char **argv)
 
     struct bpf_state bpf;
     struct targets targets;
+    struct unwind_manager unwind;
     struct symbol_cache cache;
     struct daemon_ctx ctx = {.cache = &cache};
     symbol_cache_init(&cache);
@@ -69,7 +70,9 @@ int main(int argc, char **argv)
                 bpf_state_layout_name(bpf.layout), (unsigned long long)opts.sample_interval);
         ctx.bpf = &bpf;
         ctx.targets = &targets;
-        targets_init(&targets, &bpf);
+        if (unwind_manager_init(&unwind, &bpf) == 0)
+            ctx.unwind = &unwind;
+        targets_init(&targets, &bpf, ctx.unwind);
         attach_initial_pids(&opts, &targets);
     } else {
         fprintf(stderr, "heapprofd: BPF unavailable: %s\n", ctx.bpf_error);
@@ -95,6 +98,8 @@ int main(int argc, char **argv)
     http_server_stop(server);
     if (ctx.targets)
         targets_destroy(ctx.targets);
+    if (ctx.unwind)
+        unwind_manager_destroy(ctx.unwind);
     if (ctx.bpf)
         bpf_state_close(ctx.bpf);
     symbol_cache_destroy(&cache);

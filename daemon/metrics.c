@@ -103,6 +103,32 @@ int metrics_write(struct daemon_ctx *ctx, struct pprof_buf *out)
                           "heapprofd_probe_layout{layout=\"%s\"} 1\n",
                      bpf_state_layout_name(ctx->bpf->layout));
     }
+    if (e == 0 && ctx->unwind) {
+        struct unwind_stats us;
+        unwind_manager_stats(ctx->unwind, &us);
+        e = emit_metric(out, "unwind_tables_built_total", "counter",
+                        "Unwind tables built from .eh_frame/.debug_frame.", us.tables_built);
+        if (e == 0)
+            e = emit_metric(out, "unwind_table_failures_total", "counter",
+                            "Files without usable CFI (unwound by frame pointers).",
+                            us.build_failures);
+        if (e == 0)
+            e = emit_metric(out, "unwind_tables_rows_full_total", "counter",
+                            "Tables that did not fit the rows array (frame pointers used).",
+                            us.rows_full);
+        if (e == 0)
+            e = emit_metric(out, "unwind_table_build_seconds_total", "counter",
+                            "Time spent building unwind tables, in whole seconds.",
+                            us.build_ns / 1000000000ULL);
+        if (e == 0)
+            e = emit(out, "# HELP heapprofd_unwind_rows Unwind table rows in use, of %u.\n"
+                          "# TYPE heapprofd_unwind_rows gauge\n"
+                          "heapprofd_unwind_rows %zu\n"
+                          "# HELP heapprofd_unwind_files Files with unwind tables loaded.\n"
+                          "# TYPE heapprofd_unwind_files gauge\n"
+                          "heapprofd_unwind_files %zu\n",
+                     HP_MAX_UNWIND_ROWS, us.rows_used, us.files);
+    }
     if (e == 0)
         e = emit_metric(out, "http_requests_total", "counter", "HTTP requests answered.",
                         atomic_load(&ctx->requests));

@@ -139,18 +139,67 @@ static int parse_line(struct cursor c, struct proc_mapping *pm)
     return pm->path ? 0 : -ENOMEM;
 }
 
-/* Orders mappings by start address, for qsort. */
-static int cmp_start(const void *a, const void *b)
+/* Orders line numbers by their mapping's start, then as read; qsort_r with the mappings. */
+static int cmp_start_then_line(const void *a, const void *b, void *arg)
 {
-    const struct proc_mapping *x = a, *y = b;
-    return x->start < y->start ? -1 : x->start > y->start;
+    const struct proc_mapping *v = arg;
+    size_t x = *(const size_t *)a, y = *(const size_t *)b;
+    if (v[x].start != v[y].start)
+        return v[x].start < v[y].start ? -1 : 1;
+    return x < y ? -1 : x > y;
+}
+
+/*
+ * Puts the mappings in start order and drops each one that overlaps a line
+ * read after it. The kernel prints maps a page at a time and drops its lock
+ * in between, so a VMA that changes meanwhile can be printed twice, before
+ * and after the change (documented; the per-VMA-lock rework of 6.16 keeps
+ * it): the later line is the newer one. proc_maps_find()'s binary search
+ * needs what is left: sorted and without overlaps (tests/fuzz/fuzz_proc_maps
+ * found it answering wrongly on overlapping lines).
+ */
+static int sort_and_drop_stale(struct proc_maps *m, bool sorted)
+{
+    size_t *ord = malloc(m->n * sizeof(*ord));
+    struct proc_mapping *out = malloc(m->n * sizeof(*out));
+    if (!ord || !out) {
+        free(ord);
+        free(out);
+        return -ENOMEM;
+    }
+    for (size_t i = 0; i < m->n; i++)
+        ord[i] = i;
+    if (!sorted)
+        qsort_r(ord, m->n, sizeof(*ord), cmp_start_then_line, m->v);
+    /* ord[0..kept) are the lines kept so far; only the last can overlap the next. */
+    size_t kept = 0;
+    for (size_t i = 0; i < m->n; i++) {
+        size_t line = ord[i];
+        if (kept && m->v[ord[kept - 1]].end > m->v[line].start) {
+            size_t last = ord[kept - 1];
+            if (last > line) {
+                free(m->v[line].path); /* the kept one was read later */
+                continue;
+            }
+            free(m->v[last].path);
+            kept--;
+        }
+        ord[kept++] = line;
+    }
+    for (size_t i = 0; i < kept; i++)
+        out[i] = m->v[ord[i]];
+    free(m->v);
+    free(ord);
+    m->v = out;
+    m->n = kept;
+    return 0;
 }
 
 int proc_maps_parse(const char *text, size_t len, struct proc_maps *out)
 {
     struct proc_maps m = {0};
     size_t cap = 0;
-    bool sorted = true;
+    bool sorted = true, disjoint = true;
     int err = 0;
     const char *p = text, *end = text + len;
 
@@ -173,12 +222,14 @@ int proc_maps_parse(const char *text, size_t len, struct proc_maps *out)
             goto out;
         if (m.n && m.v[m.n].start < m.v[m.n - 1].start)
             sorted = false;
+        if (m.n && m.v[m.n].start < m.v[m.n - 1].end)
+            disjoint = false;
         m.n++;
         p = nl ? nl + 1 : end;
     }
-    /* The kernel prints VMAs in order; sort anyway so that find() can rely on it. */
-    if (!sorted)
-        qsort(m.v, m.n, sizeof(*m.v), cmp_start);
+    /* The kernel prints VMAs in order and apart, but not always (see sort_and_drop_stale). */
+    if (!(sorted && disjoint) && (err = sort_and_drop_stale(&m, sorted)))
+        goto out;
     *out = m;
     return 0;
 out:

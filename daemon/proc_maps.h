@@ -1,7 +1,9 @@
 /*
  * proc_maps.h - the memory map of a process, from /proc/PID/maps.
  *
- * Parsed into an array sorted by start address (the kernel's order). Used to
+ * Parsed into an array sorted by start address (the kernel's order), with
+ * no two mappings overlapping: of two overlapping lines, which the kernel
+ * prints when a VMA changes while the file is read, the later is kept. Used to
  * find the file and file offset behind a code address, and the files a
  * process has mapped (for the allocator search and the profile's mappings).
  *

@@ -44,17 +44,19 @@ static uint64_t now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-void targets_init(struct targets *t, struct bpf_state *bpf)
+void targets_init(struct targets *t, struct bpf_state *bpf, struct unwind_manager *unwind)
 {
     memset(t, 0, sizeof(*t));
     pthread_mutex_init(&t->lock, NULL);
     t->bpf = bpf;
+    t->unwind = unwind;
 }
 
 /* Destroys the probes of a target and forgets its BPF state. Slow (each
  * probe's removal waits for RCU), so callers do it outside the lock. */
-static uint64_t release(struct bpf_state *bpf, struct target *tg)
+static uint64_t release(struct targets *t, struct target *tg)
 {
+    struct bpf_state *bpf = t->bpf;
     uint64_t t0 = now_ns();
     for (size_t i = 0; i < tg->nlinks; i++)
         bpf_link__destroy(tg->links[i]);
@@ -62,6 +64,8 @@ static uint64_t release(struct bpf_state *bpf, struct target *tg)
         close(tg->link_fds[i]);
     uint64_t took = now_ns() - t0; /* the probes; forgetting the counts is not detaching */
     bpf_state_forget_process(bpf, (uint32_t)tg->pid);
+    if (t->unwind)
+        unwind_manager_forget(t->unwind, tg->pid);
     free(tg);
     return took;
 }
@@ -69,7 +73,7 @@ static uint64_t release(struct bpf_state *bpf, struct target *tg)
 /* Detaches the target in `slot` with the lock held (attach failures, pid reuse). */
 static void detach(struct targets *t, size_t slot)
 {
-    t->last_detach_ns = release(t->bpf, t->slot[slot]);
+    t->last_detach_ns = release(t, t->slot[slot]);
     t->slot[slot] = NULL;
     t->detached_total++;
 }
@@ -217,7 +221,10 @@ static int attach(struct targets *t, size_t slot, pid_t pid, uint64_t start_time
         if (plan.funcs[i].kind == HP_MALLOC)
             snprintf(tg->allocator, sizeof(tg->allocator), "%s", plan.funcs[i].object_path);
     }
-    /* The ranges must be in place before the first probe fires. */
+    /* Tables and ranges must be in place before the first probe fires; a
+     * process whose tables cannot be made is unwound by frame pointers. */
+    if (t->unwind)
+        unwind_manager_update(t->unwind, pid);
     e = bpf_state_set_image(t->bpf, (uint32_t)slot, &img);
     if (e)
         snprintf(err, errlen, "set the code ranges of pid %d: %s", (int)pid, strerror(-e));
@@ -227,7 +234,7 @@ static int attach(struct targets *t, size_t slot, pid_t pid, uint64_t start_time
         e = attach_links(t, tg, slot, &plan, err, errlen);
     allocator_plan_free(&plan);
     if (e) {
-        release(t->bpf, tg);
+        release(t, tg);
         return e;
     }
     t->slot[slot] = tg;
@@ -305,7 +312,7 @@ void targets_reap(struct targets *t)
      * reuses them (or the pid's BPF state) before the old one is gone. */
     uint64_t took = 0;
     for (size_t k = 0; k < n; k++)
-        took = release(t->bpf, t->slot[gone[k]]);
+        took = release(t, t->slot[gone[k]]);
 
     pthread_mutex_lock(&t->lock);
     for (size_t k = 0; k < n; k++) {
@@ -313,7 +320,18 @@ void targets_reap(struct targets *t)
         t->detached_total++;
         t->last_detach_ns = took;
     }
+    /* After the slots of the released targets are cleared: release() freed them. */
+    pid_t live[HP_MAX_TARGETS];
+    size_t nlive = 0;
+    for (size_t i = 0; i < HP_MAX_TARGETS; i++)
+        if (t->slot[i] && !t->slot[i]->detaching)
+            live[nlive++] = t->slot[i]->pid;
     pthread_mutex_unlock(&t->lock);
+
+    /* Libraries loaded with dlopen, or a new program after exec, get their
+     * tables here; unchanged processes cost one read of their maps. */
+    for (size_t k = 0; t->unwind && k < nlive; k++)
+        unwind_manager_update(t->unwind, live[k]);
 }
 
 size_t targets_list(struct targets *t, struct target_info *out, size_t cap)

@@ -16,6 +16,7 @@
 
 #include "bpf_state.h"
 #include "hp_limits.h"
+#include "unwind_manager.h"
 
 struct target;
 
@@ -32,6 +33,7 @@ struct target_info {
 struct targets {
     pthread_mutex_t lock;
     struct bpf_state *bpf;
+    struct unwind_manager *unwind; /* NULL: frame pointers only */
     struct target *slot[HP_MAX_TARGETS];
     uint64_t attach_errors;  /* under lock */
     uint64_t attached_total; /* under lock */
@@ -40,7 +42,7 @@ struct targets {
     uint64_t last_detach_ns; /* under lock: how long removing the last target's probes took */
 };
 
-void targets_init(struct targets *t, struct bpf_state *bpf);
+void targets_init(struct targets *t, struct bpf_state *bpf, struct unwind_manager *unwind);
 /* Detaches everything. */
 void targets_destroy(struct targets *t);
 
@@ -52,7 +54,8 @@ void targets_destroy(struct targets *t);
  */
 int targets_ensure(struct targets *t, pid_t pid, char *err, size_t errlen);
 
-/* Detaches from processes that exited or whose pid now names another process. */
+/* Detaches from processes that exited or whose pid now names another
+ * process, and refreshes the unwind tables of the rest (dlopen, exec). */
 void targets_reap(struct targets *t);
 
 /* Copies up to `cap` targets into `out`; returns how many there are. */

@@ -181,24 +181,23 @@ static void parse_cie(const Dwarf_CIE *c, uint64_t off, struct cie_entry *ce)
     for (const char *a = aug + (ce->sized_aug ? 1 : 0); *a; a++) {
         uint64_t ignored;
         uint8_t enc;
+        if (*a == 'S') {
+            ce->cie.signal = true;
+            continue;
+        }
+        if (*a == 'B')
+            continue; /* AArch64 BTI, no data */
+        if (*a != 'R' && *a != 'L' && *a != 'P')
+            break; /* unknown letter: 'z' says how much data to skip, so FDEs stay readable */
         if (!p || p >= end)
             return;
-        if (*a == 'R') {
-            ce->fde_enc = *p++;
-        } else if (*a == 'L') {
-            p++;
-        } else if (*a == 'P') {
-            enc = *p++;
-            /* The personality pointer may be indirect; only its size matters here. */
-            if (!read_encoded(&p, end, enc & ~DW_EH_PE_indirect & ~DW_EH_PE_pcrel, 0, &ignored))
-                return;
-        } else if (*a == 'S') {
-            ce->cie.signal = true;
-        } else if (*a != 'B') {
-            break; /* unknown letter: 'z' says how much data to skip, so FDEs stay readable */
-        }
-        if (*a == 'S' || *a == 'B')
-            continue;
+        enc = *p++;
+        if (*a == 'R')
+            ce->fde_enc = enc;
+        /* The personality pointer may be indirect or pc-relative; only its size matters. */
+        else if (*a == 'P' && ((enc & 0x70) == DW_EH_PE_aligned ||
+                               !read_encoded(&p, end, enc & 0x0f, 0, &ignored)))
+            return;
     }
     ce->cie.code_align = c->code_alignment_factor;
     ce->cie.data_align = c->data_alignment_factor;
@@ -443,7 +442,7 @@ static int build_elf(Elf *elf, struct unwind_table *out)
     GElf_Ehdr eh;
     int err;
 
-    if (elf_kind(elf) != ELF_K_ELF || !gelf_getehdr(elf, &eh) || !(b.ident = elf_getident(elf, NULL)))
+    if (elf_kind(elf) != ELF_K_ELF || !gelf_getehdr(elf, &eh) || !(b.ident = (const unsigned char *)elf_getident(elf, NULL)))
         return -ENOEXEC;
     if (b.ident[EI_CLASS] != ELFCLASS64 || b.ident[EI_DATA] != ELFDATA2LSB ||
         eh.e_machine != EM_X86_64)

@@ -32,15 +32,20 @@ struct unwind_table {
 /*
  * Builds the table of the ELF file at `path`. Consecutive rows with the
  * same rules are merged; a gap between FDEs gets an HP_CFA_NONE row. Returns
- * 0, -ENOENT (no CFI at all), -ENOEXEC (not ELF / not x86_64), -E2BIG (over
- * UNWIND_TABLE_MAX_ROWS or a text segment above 4 GiB), or -errno.
+ * 0, -ENOENT (no CFI at all, or none that describes loaded code), -ENOEXEC
+ * (not ELF / not x86_64 / no executable PT_LOAD, e.g. a relocatable object),
+ * -E2BIG (over UNWIND_TABLE_MAX_ROWS or a text segment above 4 GiB), or
+ * -errno. Where FDEs overlap, the one with the lowest start wins (then the
+ * longer, then .eh_frame over .debug_frame, then the first in its section);
+ * a later one only covers what lies past it. On error `out` is empty.
  */
 int unwind_table_build(const char *path, struct unwind_table *out);
 
 /* Builds from an ELF image in memory (for tests and fuzzing); same results. */
 int unwind_table_build_mem(const void *image, size_t len, struct unwind_table *out);
 
-/* The row covering ELF virtual address `vaddr`, or NULL (binary search). */
+/* The row covering ELF virtual address `vaddr` (an HP_CFA_NONE row in a gap
+ * or past the last FDE), or NULL below the first row (binary search). */
 const struct hp_unwind_row *unwind_table_find(const struct unwind_table *t, uint64_t vaddr);
 
 void unwind_table_free(struct unwind_table *t);

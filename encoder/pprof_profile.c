@@ -415,15 +415,19 @@ int pprof_add_sample(struct pprof_profile *p, const uint64_t *location_ids, size
         (err = ARRAY_RESERVE(p->sample_values, n_values)) ||
         (err = ARRAY_RESERVE(p->sample_labels, n_labels)))
         return err;
-    /* Labels go into the reserved room first; `n` moves only once all succeeded. */
-    struct pprof_label_ix *lab = p->sample_labels.v + p->sample_labels.n;
+    /*
+     * Labels go into the reserved room first; `n` moves only once all
+     * succeeded. Indexed, not `v + n`: with no labels yet `v` is NULL, and
+     * NULL + 0 is undefined in C (UBSan, found by tests/fuzz/fuzz_encoder).
+     */
     for (size_t i = 0; i < n_labels; i++) {
-        lab[i].key = intern(p, labels[i].key);
-        if (lab[i].key < 0)
-            return (int)lab[i].key;
-        lab[i].str = intern(p, labels[i].str);
-        if (lab[i].str < 0)
-            return (int)lab[i].str;
+        struct pprof_label_ix *lab = &p->sample_labels.v[p->sample_labels.n + i];
+        lab->key = intern(p, labels[i].key);
+        if (lab->key < 0)
+            return (int)lab->key;
+        lab->str = intern(p, labels[i].str);
+        if (lab->str < 0)
+            return (int)lab->str;
     }
     if (n_locations)
         memcpy(p->sample_locations.v + p->sample_locations.n, location_ids,

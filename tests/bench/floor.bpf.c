@@ -9,7 +9,9 @@
  * instruction out of line) and of hijacking the return address; heapprofd's
  * cost per unsampled call is judged against it (tests/bench/run_bench.py).
  * In the `emulated` layout floor_malloc_entry alone serves as the entry
- * program of one uprobe_multi link on malloc and on free's emulated site.
+ * program of one uprobe_multi link on malloc and on free's emulated site;
+ * in the `session` layout floor_session_entry takes that place in a uprobe
+ * session link, asking for no return probe.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -36,4 +38,11 @@ SEC("uprobe")
 int floor_free_entry(struct pt_regs *ctx)
 {
     return 0;
+}
+
+/* Session entry on malloc and free: 1 = no return probe for this call. */
+SEC("uprobe")
+int floor_session_entry(struct pt_regs *ctx)
+{
+    return 1;
 }

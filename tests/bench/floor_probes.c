@@ -18,6 +18,9 @@
  *                 instruction the kernel emulates), both in ONE uprobe_multi
  *                 link created with the bpf() syscall (daemon/uprobe_link.c),
  *                 exactly where heapprofd puts its entry probes
+ *   session       the same sites in one uprobe session link (Linux 6.13+)
+ *                 whose entry program returns 1, so no return probe ever
+ *                 runs: the kernel's cost of a session over a plain entry
  *
  * For the perf-event layouts libbpf resolves the symbols itself
  * (bpf_uprobe_opts.func_name turns "malloc" into its file offset in the
@@ -51,6 +54,8 @@ enum {
     PROBE_FREE_ENTRY = 1 << 2,
     /* malloc entry + free's emulated site, one uprobe_multi link. */
     PROBE_MULTI_EMULATED = 1 << 3,
+    /* The same sites, one uprobe session link that never asks for a return. */
+    PROBE_SESSION_EMULATED = 1 << 4,
 };
 
 /* A named set of probes. */
@@ -66,6 +71,7 @@ static const struct layout layouts[] = {
     {"malloc-entry", PROBE_MALLOC_ENTRY},
     {"free-entry", PROBE_FREE_ENTRY},
     {"emulated", PROBE_MULTI_EMULATED},
+    {"session", PROBE_SESSION_EMULATED},
 };
 
 /* Set by SIGTERM or SIGINT: time to detach. */
@@ -125,11 +131,12 @@ static int probe_offset(struct elf_file *ef, const char *libc, const char *func,
 }
 
 /*
- * Attaches the emulated layout: one uprobe_multi link of the do-nothing
- * entry program on malloc's and free's probe sites. Returns the link's fd
+ * Attaches the emulated or session layout: one link of `prog` (loaded for
+ * `attach_type`) on malloc's and free's probe sites. Returns the link's fd
  * or -errno.
  */
-static int attach_emulated(struct floor *skel, const char *libc, int pid)
+static int attach_emulated(struct bpf_program *prog, uint32_t attach_type, const char *libc,
+                           int pid)
 {
     uint64_t offsets[2], cookies[2] = {0, 0};
     struct elf_file *ef;
@@ -146,10 +153,11 @@ static int attach_emulated(struct floor *skel, const char *libc, int pid)
     elf_file_close(ef);
     if (err)
         return err;
-    err = uprobe_link_create(bpf_program__fd(skel->progs.floor_malloc_entry),
-                             HP_BPF_TRACE_UPROBE_MULTI, libc, offsets, cookies, 2, 0, pid);
+    err = uprobe_link_create(bpf_program__fd(prog), attach_type, libc, offsets, cookies, 2, 0,
+                             pid);
     if (err < 0)
-        fprintf(stderr, "floor_probes: uprobe_multi link on %s for pid %d: %s\n", libc, pid,
+        fprintf(stderr, "floor_probes: uprobe %s link on %s for pid %d: %s\n",
+                attach_type == HP_BPF_TRACE_UPROBE_SESSION ? "session" : "multi", libc, pid,
                 strerror(-err));
     return err;
 }
@@ -171,7 +179,7 @@ static void wait_for_stop(void)
 static int usage(const char *argv0)
 {
     fprintf(stderr,
-            "usage: %s --pid N [--layout classic|entry|malloc-entry|free-entry|emulated]"
+            "usage: %s --pid N [--layout classic|entry|malloc-entry|free-entry|emulated|session]"
             " [--libc PATH]\n",
             argv0);
     return 2;
@@ -185,7 +193,7 @@ int main(int argc, char **argv)
     struct floor *skel = NULL;
     struct sigaction sa;
     char *end;
-    int pid = 0, err = 0, multi_fd = -1;
+    int pid = 0, err = 0, link_fd = -1;
 
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--pid") && i + 1 < argc) {
@@ -222,19 +230,30 @@ int main(int argc, char **argv)
         fprintf(stderr, "floor_probes: open floor.bpf.o: %s\n", strerror(-err));
         goto out;
     }
-    /* Debian's libbpf 1.1 does not know BPF_TRACE_UPROBE_MULTI: the number goes in as is. */
+    /* Debian's libbpf 1.1 knows neither attach type: the numbers go in as they are. */
     if (layout->probes & PROBE_MULTI_EMULATED)
         bpf_program__set_expected_attach_type(
             skel->progs.floor_malloc_entry, (enum bpf_attach_type)HP_BPF_TRACE_UPROBE_MULTI);
+    /* Only a kernel with sessions would load the session program for them. */
+    if (layout->probes & PROBE_SESSION_EMULATED)
+        bpf_program__set_expected_attach_type(
+            skel->progs.floor_session_entry, (enum bpf_attach_type)HP_BPF_TRACE_UPROBE_SESSION);
+    else
+        bpf_program__set_autoload(skel->progs.floor_session_entry, false);
     err = floor__load(skel);
     if (err) {
         fprintf(stderr, "floor_probes: load floor.bpf.o: %s\n", strerror(-err));
         goto out;
     }
-    if (layout->probes & PROBE_MULTI_EMULATED) {
-        multi_fd = attach_emulated(skel, libc, pid);
-        if (multi_fd < 0) {
-            err = multi_fd;
+    if (layout->probes & (PROBE_MULTI_EMULATED | PROBE_SESSION_EMULATED)) {
+        if (layout->probes & PROBE_MULTI_EMULATED)
+            link_fd = attach_emulated(skel->progs.floor_malloc_entry, HP_BPF_TRACE_UPROBE_MULTI,
+                                       libc, pid);
+        else
+            link_fd = attach_emulated(skel->progs.floor_session_entry,
+                                       HP_BPF_TRACE_UPROBE_SESSION, libc, pid);
+        if (link_fd < 0) {
+            err = link_fd;
             goto out;
         }
     }
@@ -264,8 +283,8 @@ int main(int argc, char **argv)
 out:
     /* Closing the multi link and destroying the skeleton (with its links)
      * detach the probes. */
-    if (multi_fd >= 0)
-        close(multi_fd);
+    if (link_fd >= 0)
+        close(link_fd);
     floor__destroy(skel);
     return err ? 1 : 0;
 }

@@ -1,27 +1,53 @@
 #!/usr/bin/env python3
-"""run_bench.py - heapprofd's overhead per malloc+free pair, against bare and the floor.
+"""run_bench.py - heapprofd's overhead per malloc+free pair, against bare and the floors.
 
-Runs the malloc/free workload (malloc_bench) with 1 and 2 threads in three
+Runs the malloc/free workload (malloc_bench) with 1 and 2 threads in these
 configurations:
-  bare       no probes;
-  floor      do-nothing uprobes on malloc entry, malloc return and free entry
-             (floor_probes, the classic layout): the kernel's trap cost alone,
-             what any uprobe-based profiler that probes these points pays;
-  heapprofd  profiled by heapprofd at its default sample interval, attached
-             through GET /debug/pprof/heap?pid=N (synchronous) before the
-             workload starts its measured loop.
-Each configuration runs --repeats times, interleaved (bare, floor, heapprofd,
-bare, ...) so that drift in the machine hits all of them alike, and the
-table shows medians: ns per pair, ns added to bare, the ratio to bare, and
-heapprofd's added cost as a multiple of the floor's added cost.
+  bare               no probes;
+  floor-classic      do-nothing uprobes on malloc entry, malloc return and
+                     free entry (floor_probes --layout classic: bcc memleak's
+                     layout, free's first instruction single-stepped);
+  floor-emulated     do-nothing entry probes on malloc's entry and on free
+                     past its NULL test, on instructions the kernel emulates,
+                     in one uprobe_multi link (floor_probes --layout
+                     emulated): issue 4's floor, the least any uprobe
+                     profiler that sees every malloc and free can cost;
+  heapprofd          heapprofd at its default sample interval and probe
+                     layout (auto: uprobe sessions on 6.13+), attached with
+                     GET /debug/pprof/heap?pid=N (synchronous) before the
+                     workload starts its measured loop;
+  heapprofd-classic  the same with --probe-layout classic (perf-event
+                     uprobe/uretprobe pairs, the fallback of older kernels);
+and, with --breakdown (on by default; --no-breakdown leaves them out), two
+that split heapprofd's cost above floor-emulated into its parts:
+  floor-session      the same do-nothing entry probes in one uprobe session
+                     link whose program returns 1 (no return probe ever):
+                     what the kernel's session machinery adds to a plain
+                     uprobe_multi entry;
+  heapprofd-unsampled  heapprofd (auto) with --sample-interval 4294967296,
+                     so nothing is sampled: its unsampled path alone.
+Each configuration runs --repeats times, interleaved (bare, floor-classic,
+..., bare, ...) so that drift in the machine hits all of them alike, and the
+table shows medians: ns per pair, ns added to bare, the ratio to bare,
+the added cost as a multiple of floor-emulated's added cost (issue 4's
+target for heapprofd: <= 1.15) and floor-classic's added cost as a multiple
+of it (target for heapprofd: >= 8).
 
-Optionally (with --heapprofd, not in --quick) it also runs heapprofd with
---sample-interval 1, where every allocation is sampled, to estimate what one
-sampled allocation (with its free) costs.
+Every heapprofd run also yields attach and detach times of one process
+whose whole allocator is probed: the wall time of the first GET, the
+daemon's heapprofd_last_attach_seconds after it, and, once the workload has
+exited and heapprofd_detached_total has gone up (polled, at most 5 s),
+heapprofd_last_detach_seconds. The harness waits for that detach before the
+next run, so no detach overlaps a measured loop.
 
---quick runs tiny counts once, 1 thread, and only checks that every
-configuration produced a number; it is the bench.smoke test and asserts no
-timing. Python 3 standard library only.
+Then (not with --no-sampled) heapprofd runs with --sample-interval 1 in
+both layouts, every allocation sampled, 1 thread: minus the default-interval
+run of the same layout that estimates the cost of one sampled allocation
+(stack walk and map updates, its free included).
+
+--quick runs tiny counts, 1 thread, once, and only checks that every
+configuration (the sampled ones included) produced its numbers; it is the
+bench.smoke test and asserts no timing. Python 3 standard library only.
 """
 
 import argparse
@@ -32,6 +58,7 @@ import statistics
 import subprocess
 import sys
 import threading
+import time
 import urllib.error
 import urllib.request
 
@@ -41,9 +68,36 @@ STARTUP_TIMEOUT = 60
 # Seconds a single workload run may take before the harness gives up; the
 # default counts take a few seconds under the probes.
 RUN_TIMEOUT = 600
+# Seconds to wait for heapprofd to detach from an exited workload (it reaps
+# exited processes about once a second).
+DETACH_TIMEOUT = 5
 # Allocation size in bytes: small enough for glibc's tcache fast path, so
 # that the bare pair is as cheap as it gets and the probes dominate.
 DEFAULT_SIZE = 64
+# A sample interval no allocation of the workload ever reaches in a run.
+NEVER_SAMPLE = 1 << 32
+# Issue 4's targets for heapprofd's added cost per pair.
+TARGET_VS_EMULATED = 1.15
+TARGET_CLASSIC_VS = 8.0
+
+# Configuration -> (kind, floor layout or daemon key, iteration class).
+CONFIGS = {
+    "bare": ("bare", None, "bare"),
+    "floor-classic": ("floor", "classic", "classic"),
+    "floor-emulated": ("floor", "emulated", "cheap"),
+    "floor-session": ("floor", "session", "cheap"),
+    "heapprofd": ("heapprofd", "auto", "cheap"),
+    "heapprofd-classic": ("heapprofd", "classic", "classic"),
+    "heapprofd-unsampled": ("heapprofd", "unsampled", "cheap"),
+}
+# Daemon key -> heapprofd arguments.
+DAEMONS = {
+    "auto": [],
+    "classic": ["--probe-layout", "classic"],
+    "unsampled": ["--sample-interval", str(NEVER_SAMPLE)],
+    "auto-every": ["--sample-interval", "1"],
+    "classic-every": ["--sample-interval", "1", "--probe-layout", "classic"],
+}
 
 
 class BenchError(Exception):
@@ -51,33 +105,39 @@ class BenchError(Exception):
 
 
 def parse_args():
-    """The command line, with defaults sized so a full run takes under 2 minutes."""
+    """The command line, with defaults sized so a full run takes under 3 minutes on 2 cores."""
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--bench", required=True, help="path of malloc_bench")
     p.add_argument("--floor", required=True, help="path of floor_probes")
-    p.add_argument("--heapprofd", help="path of heapprofd (omit to skip that configuration)")
-    # Under the probes a pair costs ~12 us on the reference machine, so 200k
-    # pairs take ~2.5 s a run; 2 thread counts x 5 repeats x 2 probed
-    # configurations stay under 2 minutes.
-    p.add_argument("--iterations", type=int, default=200_000,
-                   help="pairs per thread under probes (default 200000)")
+    p.add_argument("--heapprofd", help="path of heapprofd (omit to skip its configurations)")
+    # Emulated entry probes cost ~1 us a pair here: 1M pairs take ~1 s a run.
+    p.add_argument("--iterations", type=int, default=1_000_000,
+                   help="pairs per thread under emulated entry probes (floor-emulated, "
+                        "heapprofd) (default 1000000)")
+    # A single-stepped free and a return probe cost ~11-13 us a pair: 150k
+    # pairs take ~2 s a run.
+    p.add_argument("--classic-iterations", type=int, default=150_000,
+                   help="pairs per thread under the classic layouts (default 150000)")
     # Bare pairs cost ~10 ns; 10M of them take ~0.1 s, long enough to time.
     p.add_argument("--bare-iterations", type=int, default=10_000_000,
                    help="pairs per thread when bare (default 10000000)")
     p.add_argument("--sampled-iterations", type=int, default=20_000,
-                   help="pairs for the every-allocation-sampled run (default 20000)")
+                   help="pairs for the every-allocation-sampled runs (default 20000)")
     p.add_argument("--size", type=int, default=DEFAULT_SIZE, help="allocation size in bytes")
     p.add_argument("--threads", default="1,2", help="comma-separated thread counts (default 1,2)")
     p.add_argument("--repeats", type=int, default=5, help="runs per configuration (default 5)")
     p.add_argument("--no-sampled", action="store_true",
                    help="skip the every-allocation-sampled estimate")
+    p.add_argument("--no-breakdown", dest="breakdown", action="store_false",
+                   help="leave out floor-session and heapprofd-unsampled")
     p.add_argument("--quick", action="store_true",
                    help="smoke mode: tiny counts, 1 thread, 1 repeat, no timing claims")
     p.add_argument("-v", "--verbose", action="store_true", help="print every run")
     args = p.parse_args()
     if args.quick:
-        args.iterations, args.bare_iterations = 2_000, 20_000
-        args.threads, args.repeats, args.no_sampled = "1", 1, True
+        args.iterations, args.classic_iterations = 2_000, 2_000
+        args.bare_iterations, args.sampled_iterations = 20_000, 2_000
+        args.threads, args.repeats = "1", 1
     args.threads = [int(t) for t in args.threads.split(",")]
     return args
 
@@ -119,6 +179,7 @@ class Daemon:
     def __init__(self, path, extra_args=()):
         port = free_port()
         self.lines = []
+        self.layout = "?"
         self.listening = threading.Event()
         self.proc = subprocess.Popen(
             [path, "--listen", f"127.0.0.1:{port}", *extra_args],
@@ -133,33 +194,77 @@ class Daemon:
         self.base = f"http://{self.address}"
 
     def _drain(self):
-        """Collects stderr lines and notes the address once the daemon serves."""
+        """Collects stderr lines; notes the probe layout and the address once the daemon serves."""
         for line in self.proc.stderr:
             self.lines.append(line)
+            m = re.search(r"heapprofd: probes attach as (\S+) links", line)
+            if m:
+                self.layout = m.group(1)
             m = re.search(r"heapprofd: listening on (\S+)", line)
             if m and not self.listening.is_set():
                 self.address = m.group(1)
                 self.listening.set()
         self.listening.set()  # exited: wake the waiter, which checks poll()
 
-    def attach(self, pid):
-        """Asks for pid's heap profile, which attaches heapprofd to it synchronously."""
-        url = f"{self.base}/debug/pprof/heap?pid={pid}"
+    def _get(self, path):
+        """The body of GET path; BenchError on any failure."""
+        url = self.base + path
         try:
             with urllib.request.urlopen(url, timeout=STARTUP_TIMEOUT) as r:
-                r.read()
+                return r.read()
         except urllib.error.HTTPError as e:
             raise BenchError(f"GET {url}: {e.code} {e.read().decode(errors='replace').strip()}")
         except OSError as e:
-            raise BenchError(f"GET {url}: {e}")
+            raise BenchError(f"GET {url}: {e}{self._state()}")
+
+    def _state(self):
+        """For an error message: the daemon's exit status and last log lines, if it ended."""
+        code = self.proc.poll()
+        if code is None:
+            return ""
+        return f"; heapprofd exited with {code}, its stderr ends:\n" + "".join(self.lines[-20:])
+
+    def metrics(self):
+        """The daemon's /metrics as {name: value} (labelled series left out)."""
+        out = {}
+        for line in self._get("/metrics").decode().splitlines():
+            m = re.fullmatch(r"(heapprofd_\w+) (\S+)", line)
+            if m:
+                out[m.group(1)] = float(m.group(2))
+        return out
+
+    def attach(self, pid):
+        """Asks for pid's heap profile, which attaches heapprofd to it synchronously.
+
+        Returns (wall seconds of that GET, heapprofd_last_attach_seconds).
+        """
+        t0 = time.monotonic()
+        self._get(f"/debug/pprof/heap?pid={pid}")
+        wall = time.monotonic() - t0
+        return wall, self.metrics()["heapprofd_last_attach_seconds"]
+
+    def wait_detached(self, before):
+        """heapprofd_last_detach_seconds once detached_total exceeds before; None on timeout."""
+        deadline = time.monotonic() + DETACH_TIMEOUT
+        while True:
+            m = self.metrics()
+            if m["heapprofd_detached_total"] > before:
+                return m["heapprofd_last_detach_seconds"]
+            if time.monotonic() > deadline:
+                return None
+            time.sleep(0.02)
 
     def close(self):
         """Stops the daemon."""
         stop(self.proc)
 
 
-def run_once(args, config, threads, iterations, daemon=None):
-    """One workload run in one configuration; returns its ns per pair."""
+def run_once(args, config, threads, iterations, daemon=None, timing=None):
+    """One workload run in one configuration; returns its ns per pair.
+
+    With a daemon, appends (GET wall s, attach s, detach s) to timing.
+    """
+    kind, param, _ = CONFIGS[config]
     work = subprocess.Popen([args.bench, str(threads), str(iterations), str(args.size)],
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     probes = None
@@ -169,14 +274,17 @@ def run_once(args, config, threads, iterations, daemon=None):
         if not m:
             raise BenchError(f"malloc_bench said {line!r}, not 'ready <pid>'")
         pid = int(m.group(1))
-        if config == "floor":
-            probes = subprocess.Popen([args.floor, "--pid", str(pid)], stdin=subprocess.PIPE,
-                                      stdout=subprocess.PIPE, text=True)
+        if kind == "floor":
+            probes = subprocess.Popen([args.floor, "--pid", str(pid), "--layout", param],
+                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                      stderr=None if args.verbose else subprocess.DEVNULL,
+                                      text=True)
             line = read_line(probes.stdout, probes, "floor_probes")
             if line != "attached":
                 raise BenchError(f"floor_probes said {line!r}, not 'attached'")
-        elif config != "bare":
-            daemon.attach(pid)
+        elif kind == "heapprofd":
+            detached_before = daemon.metrics()["heapprofd_detached_total"]
+            wall, attach_s = daemon.attach(pid)
         try:
             out, _ = work.communicate("go\n", timeout=RUN_TIMEOUT)
         except subprocess.TimeoutExpired:
@@ -184,6 +292,14 @@ def run_once(args, config, threads, iterations, daemon=None):
         m = re.search(r"^ns_per_pair ([0-9.]+)$", out, re.M)
         if work.returncode != 0 or not m:
             raise BenchError(f"malloc_bench exited {work.returncode} with output {out!r}")
+        if kind == "heapprofd":
+            # Also keeps the detach out of the next run's measured loop.
+            detach_s = daemon.wait_detached(detached_before)
+            if detach_s is None:
+                print(f"bench: heapprofd did not detach from {pid} within {DETACH_TIMEOUT} s",
+                      file=sys.stderr)
+            if timing is not None:
+                timing.append((wall, attach_s, detach_s))
         return float(m.group(1))
     finally:
         stop(work, signal.SIGKILL)
@@ -202,78 +318,157 @@ def fmt_ratio(x):
 
 def print_table(configs, thread_counts, medians, spreads):
     """The results: medians per configuration and thread count, with ratios."""
-    head = ("configuration", "threads", "ns/pair", "min..max", "added ns/pair",
-            "x bare", "added / floor's added")
+    head = ("configuration", "threads", "ns/pair", "min..max", "added ns/pair", "x bare",
+            "added / floor-emulated's", "floor-classic's / added")
     rows = []
     for threads in thread_counts:
         bare = medians[("bare", threads)]
-        floor = medians.get(("floor", threads))
+        emu = medians.get(("floor-emulated", threads), bare) - bare
+        classic = medians.get(("floor-classic", threads), bare) - bare
         for config in configs:
             v = medians[(config, threads)]
             lo, hi = spreads[(config, threads)]
             added = v - bare
-            vs_floor = None
-            if config != "bare" and floor is not None and floor > bare:
-                vs_floor = added / (floor - bare)
+            probed = config != "bare"
             rows.append((config, str(threads), f"{v:.1f}", f"{lo:.1f}..{hi:.1f}",
-                         "-" if config == "bare" else f"{added:.1f}",
-                         fmt_ratio(None if config == "bare" else v / bare), fmt_ratio(vs_floor)))
+                         f"{added:.1f}" if probed else "-",
+                         fmt_ratio(v / bare if probed else None),
+                         fmt_ratio(added / emu if probed and emu > 0 else None),
+                         fmt_ratio(classic / added if probed and added > 0 and classic > 0
+                                   else None)))
     widths = [max(len(r[i]) for r in rows + [head]) for i in range(len(head))]
     for r in [head] + rows:
         print("  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths))))
 
 
-def measure_sampled(args, default_median):
-    """Estimates the cost of one sampled allocation with heapprofd --sample-interval 1."""
-    daemon = Daemon(args.heapprofd, ["--sample-interval", "1"])
-    try:
-        runs = [run_once(args, "heapprofd", 1, args.sampled_iterations, daemon)
-                for _ in range(args.repeats)]
-    finally:
-        daemon.close()
-    every = statistics.median(runs)
-    print(f"\nheapprofd --sample-interval 1 (every allocation sampled), 1 thread: "
-          f"{every:.1f} ns/pair (median of {len(runs)})")
-    print(f"cost per sampled allocation, its free included: ~{every - default_median:.0f} ns "
-          f"(minus heapprofd's unsampled pair at the default interval)")
+def print_targets(thread_counts, medians, layout):
+    """Issue 4's two targets for heapprofd, met or not, per thread count."""
+    print()
+    for threads in thread_counts:
+        bare = medians[("bare", threads)]
+        hp = medians[("heapprofd", threads)] - bare
+        emu = medians[("floor-emulated", threads)] - bare
+        classic = medians[("floor-classic", threads)] - bare
+        if hp <= 0 or emu <= 0:
+            print(f"targets, {threads} thread(s): added costs too small to compare")
+            continue
+        r1, r2 = hp / emu, classic / hp
+        print(f"targets, {threads} thread(s): heapprofd ({layout}) adds {hp:.0f} ns/pair = "
+              f"{r1:.2f}x floor-emulated's {emu:.0f} (target <= {TARGET_VS_EMULATED}: "
+              f"{'met' if r1 <= TARGET_VS_EMULATED else 'MISSED'}); floor-classic adds "
+              f"{classic:.0f} = {r2:.1f}x heapprofd's (target >= {TARGET_CLASSIC_VS:g}: "
+              f"{'met' if r2 >= TARGET_CLASSIC_VS else 'MISSED'})")
+
+
+def print_attach(timings, layouts):
+    """Attach and detach times of one process per daemon layout: medians over its runs."""
+    head = ("heapprofd layout", "runs", "first GET wall ms", "attach ms", "attach min..max",
+            "detach ms", "detach min..max")
+    rows = []
+    for key, runs in timings.items():
+        if not runs:
+            continue
+        cols = [[r[i] * 1e3 for r in runs if r[i] is not None] for i in range(3)]
+        med = [f"{statistics.median(c):.2f}" if c else "-" for c in cols]
+        span = [f"{min(c):.2f}..{max(c):.2f}" if c else "-" for c in cols]
+        rows.append((f"{layouts[key]} ({key})", str(len(runs)), med[0], med[1], span[1], med[2],
+                     span[2]))
+    if not rows:
+        return
+    print("\nattach and detach of one process (malloc_bench, libc's whole allocator probed), "
+          "median of its heapprofd runs:")
+    widths = [max(len(r[i]) for r in rows + [head]) for i in range(len(head))]
+    for r in [head] + rows:
+        print("  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths))))
+
+
+def measure_sampled(args, medians, daemons):
+    """Estimates the cost of one sampled allocation per layout with --sample-interval 1."""
+    results = {}
+    for key in ("auto-every", "classic-every"):
+        daemons[key] = Daemon(args.heapprofd, DAEMONS[key])
+    configs = (("auto-every", "heapprofd"), ("classic-every", "heapprofd-classic"))
+    for rep in range(args.repeats):
+        for key, base_config in configs:
+            v = run_once(args, base_config, 1, args.sampled_iterations, daemons[key])
+            results.setdefault(key, []).append(v)
+            if args.verbose:
+                print(f"run {rep + 1}/{args.repeats} {base_config} --sample-interval 1 "
+                      f"threads=1: {v:.1f} ns/pair", file=sys.stderr)
+    print(f"\nevery allocation sampled (--sample-interval 1), 1 thread, "
+          f"{args.sampled_iterations} pairs, median of {args.repeats}:")
+    for key, base_config in configs:
+        every = statistics.median(results[key])
+        base = medians[(base_config, 1)]
+        print(f"  {base_config} ({daemons[key].layout}): {every:.1f} ns/pair; cost per sampled "
+              f"allocation, its free included: ~{every - base:.0f} ns "
+              f"(minus {base:.1f}, the default-interval run)")
+    return results
 
 
 def main():
+    """Runs every configuration, prints the tables; 1 if some number is missing."""
     args = parse_args()
-    configs = ["bare", "floor"] + (["heapprofd"] if args.heapprofd else [])
-    daemon = Daemon(args.heapprofd) if args.heapprofd else None
-    results = {}
+    configs = ["bare", "floor-classic", "floor-emulated"]
+    if args.breakdown:
+        configs.append("floor-session")
+    if args.heapprofd:
+        configs += ["heapprofd", "heapprofd-classic"]
+        if args.breakdown:
+            configs.append("heapprofd-unsampled")
+    iterations = {"bare": args.bare_iterations, "cheap": args.iterations,
+                  "classic": args.classic_iterations}
+    daemons = {}
+    results, timings, sampled = {}, {}, {}
+    started = time.monotonic()
     try:
+        for config in configs:
+            kind, key, _ = CONFIGS[config]
+            if kind == "heapprofd":
+                daemons[key] = Daemon(args.heapprofd, DAEMONS[key])
+                timings[key] = []
         for threads in args.threads:
             for rep in range(args.repeats):
                 for config in configs:
-                    n = args.bare_iterations if config == "bare" else args.iterations
-                    v = run_once(args, config, threads, n, daemon)
+                    kind, key, cls = CONFIGS[config]
+                    v = run_once(args, config, threads, iterations[cls], daemons.get(key),
+                                 timings.get(key))
                     results.setdefault((config, threads), []).append(v)
                     if args.verbose:
                         print(f"run {rep + 1}/{args.repeats} {config} threads={threads}: "
                               f"{v:.1f} ns/pair", file=sys.stderr)
+        medians = {k: statistics.median(v) for k, v in results.items()}
+        spreads = {k: (min(v), max(v)) for k, v in results.items()}
+        print(f"malloc({args.size}) + free pairs per thread: bare {args.bare_iterations}; "
+              f"floor-classic, heapprofd-classic {args.classic_iterations}; the others "
+              f"{args.iterations}; median of {args.repeats} interleaved runs")
+        if args.heapprofd:
+            print("heapprofd layouts: " + ", ".join(
+                f"{c} = {daemons[CONFIGS[c][1]].layout} links" for c in configs
+                if CONFIGS[c][0] == "heapprofd"))
+        else:
+            print("(no --heapprofd given: heapprofd configurations skipped)")
+        print_table(configs, args.threads, medians, spreads)
+        if args.heapprofd:
+            print_targets(args.threads, medians, daemons["auto"].layout)
+            print_attach(timings, {k: d.layout for k, d in daemons.items()})
+        if args.heapprofd and not args.no_sampled and 1 in args.threads:
+            sampled = measure_sampled(args, medians, daemons)
     finally:
-        if daemon:
-            daemon.close()
+        for d in daemons.values():
+            d.close()
+    print(f"\nbench: took {time.monotonic() - started:.0f} s")
 
-    medians = {k: statistics.median(v) for k, v in results.items()}
-    spreads = {k: (min(v), max(v)) for k, v in results.items()}
-    print(f"malloc({args.size}) + free pairs; probed runs {args.iterations} pairs per thread, "
-          f"bare runs {args.bare_iterations}; median of {args.repeats}")
-    if not args.heapprofd:
-        print("(no --heapprofd given: heapprofd configuration skipped)")
-    print_table(configs, args.threads, medians, spreads)
-
+    missing = [(c, t) for t in args.threads for c in configs if (c, t) not in results]
+    missing += [k for k, runs in timings.items()
+                if not runs or any(x is None for r in runs for x in r)]
     if args.heapprofd and not args.no_sampled and 1 in args.threads:
-        measure_sampled(args, medians[("heapprofd", 1)])
-
-    missing = [(c, t) for t in args.threads for c in configs if (c, t) not in medians]
+        missing += [k for k in ("auto-every", "classic-every") if k not in sampled]
     if missing:
         print(f"bench: no number for {missing}", file=sys.stderr)
         return 1
     if args.quick:
-        print("bench: every configuration produced a number")
+        print("bench: every configuration produced its numbers")
     return 0
 
 

@@ -46,6 +46,10 @@ SAMPLE_TYPES = [
 # Where libjemalloc2 installs jemalloc on Debian.
 JEMALLOC = "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2"
 
+# Lines that start a sanitizer report on stderr: ASan and LSan errors, and
+# UBSan's "file:line:col: runtime error: ..." (fatal: -fno-sanitize-recover).
+SANITIZER_MARKERS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", ": runtime error: ")
+
 
 class Failure(AssertionError):
     """A test failure whose message says what was expected and what came."""
@@ -163,10 +167,22 @@ class Daemon:
     def __exit__(self, exc_type, exc, tb):
         died = self.proc.poll()
         self._stop()
+        # A sanitizer report fails the test even if it failed already: the
+        # report (often the daemon dying) is the cause worth showing.
+        if self.sanitizer_report():
+            before = f"; the test had failed with: {exc}" if exc is not None else ""
+            raise Failure(f"heapprofd reported a sanitizer error (exit status "
+                          f"{self.proc.returncode}){before}; stderr:\n{self.stderr()}")
         if exc_type is None and died is not None:
             raise Failure(f"heapprofd exited with status {died} during the test; "
                           f"stderr:\n{self.stderr()}")
         return False
+
+    def sanitizer_report(self):
+        """True if stderr holds an ASan, LSan or UBSan report (builds with
+        HEAPPROF_SANITIZE=ON; a plain build never prints one)."""
+        return any(marker in line for line in self.stderr().splitlines()
+                   for marker in SANITIZER_MARKERS)
 
     def _read_stderr(self):
         """Collects stderr lines as they come (and echoes none)."""

@@ -1,8 +1,9 @@
 """Frameless leaves: the allocating function of the nofp workload
 (tests/workloads/nofp_leaf.c, built with -O2 -fomit-frame-pointer, using
 %rbp as a general register) must still be the leaf frame of every sample,
-with exact totals at --sample-interval 1. (Its callers need the .eh_frame
-unwinder: a frame-pointer walk cannot get past a function that uses %rbp.)"""
+with exact totals at --sample-interval 1, and the unwinder (.eh_frame CFI,
+not frame pointers, which cannot get past a function that uses %rbp) must
+find its callers caller_with_fp and main."""
 
 import heapprof_harness as h
 
@@ -39,8 +40,16 @@ def test_the_frameless_function_is_counted_exactly():
                                  f"inuse_objects, inuse_space]")
 
 
+def test_callers_of_the_frameless_function_are_unwound():
+    ours = [s for s in nofp().samples if s.leaf() == LEAF]
+    bad = [s for s in ours if s.frames[1:3] != ["caller_with_fp", "main"]]
+    h.check(not bad, f"samples whose stack does not go {LEAF} <- caller_with_fp <- main "
+                     f"(a frame-pointer walk loses caller_with_fp here):\n" + h.describe(bad))
+
+
 if __name__ == "__main__":
     h.run([
         test_every_sample_has_the_frameless_function_as_leaf,
         test_the_frameless_function_is_counted_exactly,
+        test_callers_of_the_frameless_function_are_unwound,
     ])

@@ -1,0 +1,175 @@
+/*
+ * debug_link.c - the search for separate debug files (see debug_link.h).
+ */
+#include "debug_link.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <libelf.h>
+#include <limits.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <elfutils/libdwelf.h>
+
+/* The roots to look under: the process's, then ours; at most two. */
+struct roots {
+    const char *v[2];
+    size_t n;
+};
+
+/* The process's root unless it is ours (same directory), then ours. */
+static void roots_of(const struct debug_target *t, struct roots *r)
+{
+    struct stat theirs, ours;
+    r->n = 0;
+    if (t->root && t->root[0] &&
+        !(stat(t->root, &theirs) == 0 && stat("/", &ours) == 0 && theirs.st_dev == ours.st_dev &&
+          theirs.st_ino == ours.st_ino))
+        r->v[r->n++] = t->root;
+    r->v[r->n++] = "";
+}
+
+/* Whether the CRC-32 of the whole file is `crc` (the .gnu_debuglink check). */
+static bool crc_matches(int fd, uint32_t crc)
+{
+    unsigned char buf[65536];
+    uLong c = crc32(0L, Z_NULL, 0);
+    off_t off = 0;
+    for (;;) {
+        ssize_t n = pread(fd, buf, sizeof(buf), off);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return false;
+        if (n == 0)
+            break;
+        c = crc32(c, buf, (uInt)n);
+        off += n;
+    }
+    return (uint32_t)c == crc;
+}
+
+/* Whether the open candidate is the debug file of `t`. */
+static bool is_debug_file_of(const struct debug_target *t, int fd)
+{
+    if (t->build_id_len == 0)
+        return t->debuglink && crc_matches(fd, t->debuglink_crc);
+    Elf *elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+    const void *id = NULL;
+    ssize_t len = elf ? dwelf_elf_gnu_build_id(elf, &id) : -1;
+    bool same = len > 0 && (size_t)len == t->build_id_len && memcmp(id, t->build_id, (size_t)len) == 0;
+    elf_end(elf);
+    return same;
+}
+
+/* Opens `path` if it is a regular file other than the file itself and
+ * passes `check` (NULL: any); returns the descriptor and *found. */
+static int try_path(const struct debug_target *t, const char *path, bool check, char **found)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || (st.st_dev == t->dev && st.st_ino == t->ino) ||
+        (check && !is_debug_file_of(t, fd))) {
+        close(fd);
+        return -ENOENT;
+    }
+    *found = strdup(path);
+    if (!*found) {
+        close(fd);
+        return -ENOMEM;
+    }
+    return fd;
+}
+
+/* Tries ROOT/usr/lib/debug/.build-id/xx/yyyy.debug. */
+static int try_build_id(const struct debug_target *t, const char *root, char **found)
+{
+    char hex[2 * 64 + 1], path[PATH_MAX];
+    if (t->build_id_len < 2 || t->build_id_len > 64)
+        return -ENOENT;
+    for (size_t i = 0; i < t->build_id_len; i++)
+        snprintf(hex + 2 * i, 3, "%02x", t->build_id[i]);
+    int n = snprintf(path, sizeof(path), "%s%s/.build-id/%.2s/%s.debug", root, DEBUG_LINK_DIR,
+                     hex, hex + 2);
+    if (n < 0 || (size_t)n >= sizeof(path))
+        return -ENAMETOOLONG;
+    return try_path(t, path, true, found);
+}
+
+/* Tries the three .gnu_debuglink places under ROOT. */
+static int try_debuglink(const struct debug_target *t, const char *root, char **found)
+{
+    const char *slash = t->path ? strrchr(t->path, '/') : NULL;
+    if (!t->debuglink || !t->debuglink[0] || strchr(t->debuglink, '/') || !slash ||
+        t->path[0] != '/')
+        return -ENOENT;
+    int dirlen = (int)(slash - t->path);
+    static const char *const formats[] = {"%s%.*s/%s", "%s%.*s/.debug/%s",
+                                          "%s" DEBUG_LINK_DIR "%.*s/%s"};
+    for (size_t i = 0; i < sizeof(formats) / sizeof(formats[0]); i++) {
+        char path[PATH_MAX];
+        int n = snprintf(path, sizeof(path), formats[i], root, dirlen, t->path, t->debuglink);
+        if (n < 0 || (size_t)n >= sizeof(path))
+            continue;
+        int fd = try_path(t, path, true, found);
+        if (fd >= 0 || fd == -ENOMEM)
+            return fd;
+    }
+    return -ENOENT;
+}
+
+int debug_link_open(const struct debug_target *t, char **found)
+{
+    struct roots r;
+    roots_of(t, &r);
+    /* By build ID everywhere first: it cannot pick a stale file. */
+    for (size_t i = 0; i < r.n; i++) {
+        int fd = try_build_id(t, r.v[i], found);
+        if (fd >= 0 || fd == -ENOMEM)
+            return fd;
+    }
+    for (size_t i = 0; i < r.n; i++) {
+        int fd = try_debuglink(t, r.v[i], found);
+        if (fd >= 0 || fd == -ENOMEM)
+            return fd;
+    }
+    return -ENOENT;
+}
+
+int debug_link_open_alt(const struct debug_target *t, const char *debug_path,
+                        const char *altname, char **found)
+{
+    char path[PATH_MAX];
+    if (!altname || !altname[0])
+        return -ENOENT;
+    if (altname[0] != '/') {
+        /* Relative to the debug file, which is already under the right root. */
+        const char *slash = debug_path ? strrchr(debug_path, '/') : NULL;
+        if (!slash)
+            return -ENOENT;
+        int n = snprintf(path, sizeof(path), "%.*s/%s", (int)(slash - debug_path), debug_path,
+                         altname);
+        if (n < 0 || (size_t)n >= sizeof(path))
+            return -ENAMETOOLONG;
+        return try_path(t, path, false, found);
+    }
+    struct roots r;
+    roots_of(t, &r);
+    for (size_t i = 0; i < r.n; i++) {
+        int n = snprintf(path, sizeof(path), "%s%s", r.v[i], altname);
+        if (n < 0 || (size_t)n >= sizeof(path))
+            continue;
+        int fd = try_path(t, path, false, found);
+        if (fd >= 0 || fd == -ENOMEM)
+            return fd;
+    }
+    return -ENOENT;
+}

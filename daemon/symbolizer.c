@@ -1,0 +1,333 @@
+/*
+ * symbolizer.c - addresses of one ELF file to functions, files, lines and
+ * inlined calls with libdwfl (see symbolizer.h).
+ *
+ * The file is reported to its own Dwfl as one module at load bias 0, so a
+ * module address is the ELF virtual address plus the bias libdwfl chose.
+ * libdwfl asks our find_debuginfo for a separate debug file when the file
+ * has no DWARF or symbol table of its own, and again for a dwz
+ * supplementary file when the debug file names one.
+ */
+#include "symbolizer.h"
+
+#include <dwarf.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <gelf.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <elfutils/libdw.h>
+#include <elfutils/libdwelf.h>
+#include <elfutils/libdwfl.h>
+
+#include "debug_link.h"
+#include "demangle.h"
+#include "symbolizer_names.h"
+
+/* The longest build ID we show; GNU ld makes 20-byte SHA-1 IDs, some tools 16 or 32. */
+#define SYMBOLIZER_BUILD_ID_MAX 64
+
+struct symbolizer {
+    Dwfl *dwfl;
+    Dwfl_Module *mod;
+    GElf_Addr bias; /* module address = ELF virtual address + bias */
+    GElf_Phdr *loads;
+    size_t nloads;
+    unsigned char build_id[SYMBOLIZER_BUILD_ID_MAX];
+    size_t build_id_len;
+    char build_id_hex[2 * SYMBOLIZER_BUILD_ID_MAX + 1];
+    const char *debuglink; /* in the file's own Elf, NULL if none */
+    GElf_Word debuglink_crc;
+    char *root, *path; /* where the process sees the file, for the debug search */
+    dev_t dev;
+    ino_t ino;
+    uint64_t file_bytes, debug_bytes;
+    char *debug_path; /* the debug file found, NULL if none */
+};
+
+/* The fields of `z` the debug search needs. */
+static struct debug_target target_of(const struct symbolizer *z)
+{
+    return (struct debug_target){
+        .root = z->root,
+        .path = z->path,
+        .build_id = z->build_id_len ? z->build_id : NULL,
+        .build_id_len = z->build_id_len,
+        .debuglink = z->debuglink,
+        .debuglink_crc = z->debuglink_crc,
+        .dev = z->dev,
+        .ino = z->ino,
+    };
+}
+
+/* libdwfl's request for a debug file: the file's own separate debug file,
+ * or (named by the debug file) a dwz supplementary file. */
+static int find_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname,
+                          Dwarf_Addr base, const char *file_name, const char *debuglink_file,
+                          GElf_Word debuglink_crc, char **debuginfo_file_name)
+{
+    (void)mod, (void)modname, (void)base, (void)file_name, (void)debuglink_crc;
+    struct symbolizer *z = *userdata;
+    struct debug_target t = target_of(z);
+    char *found = NULL;
+    int fd;
+    bool alt = debuglink_file && (!z->debuglink || strcmp(debuglink_file, z->debuglink) != 0);
+    if (alt)
+        fd = debug_link_open_alt(&t, z->debug_path, debuglink_file, &found);
+    else
+        fd = debug_link_open(&t, &found);
+    if (fd < 0)
+        return -1;
+    struct stat st;
+    if (fstat(fd, &st) == 0)
+        z->debug_bytes += (uint64_t)st.st_size;
+    if (!alt && !z->debug_path)
+        z->debug_path = strdup(found);
+    *debuginfo_file_name = found; /* libdwfl frees it */
+    return fd;
+}
+
+/* A module is only ever reported with its file open: there is nothing to find. */
+static int find_elf(Dwfl_Module *mod, void **userdata, const char *modname, Dwarf_Addr base,
+                    char **file_name, Elf **elfp)
+{
+    (void)mod, (void)userdata, (void)modname, (void)base, (void)file_name, (void)elfp;
+    return -1;
+}
+
+static const Dwfl_Callbacks callbacks = {
+    .find_elf = find_elf,
+    .find_debuginfo = find_debuginfo,
+    .section_address = dwfl_offline_section_address,
+};
+
+/* Reads the build ID, debuglink and PT_LOAD headers of the reported file. */
+static int read_file_facts(struct symbolizer *z)
+{
+    Elf *elf = dwfl_module_getelf(z->mod, &z->bias);
+    if (!elf)
+        return -ENOEXEC;
+    const unsigned char *id;
+    GElf_Addr id_vaddr;
+    int len = dwfl_module_build_id(z->mod, &id, &id_vaddr);
+    if (len > 0 && len <= SYMBOLIZER_BUILD_ID_MAX) {
+        memcpy(z->build_id, id, (size_t)len);
+        z->build_id_len = (size_t)len;
+        for (int i = 0; i < len; i++)
+            snprintf(z->build_id_hex + 2 * i, 3, "%02x", id[i]);
+    }
+    z->debuglink = dwelf_elf_gnu_debuglink(elf, &z->debuglink_crc);
+    size_t nph;
+    if (elf_getphdrnum(elf, &nph) != 0)
+        return -ENOEXEC;
+    z->loads = calloc(nph ? nph : 1, sizeof(*z->loads));
+    if (!z->loads)
+        return -ENOMEM;
+    for (size_t i = 0; i < nph; i++) {
+        GElf_Phdr ph;
+        if (gelf_getphdr(elf, (int)i, &ph) && ph.p_type == PT_LOAD)
+            z->loads[z->nloads++] = ph;
+    }
+    return 0;
+}
+
+int symbolizer_open(const char *open_path, const char *root, const char *path,
+                    struct symbolizer **out)
+{
+    int err = -ENOMEM;
+    struct symbolizer *z = calloc(1, sizeof(*z));
+    if (!z)
+        return -ENOMEM;
+    z->root = strdup(root ? root : "");
+    z->path = strdup(path ? path : "");
+    if (!z->root || !z->path)
+        goto out;
+    int fd = open(open_path, O_RDONLY | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0) {
+        err = -errno;
+        if (fd >= 0)
+            close(fd);
+        goto out;
+    }
+    z->dev = st.st_dev;
+    z->ino = st.st_ino;
+    z->file_bytes = (uint64_t)st.st_size;
+    z->dwfl = dwfl_begin(&callbacks);
+    if (!z->dwfl) {
+        close(fd);
+        goto out;
+    }
+    dwfl_report_begin(z->dwfl);
+    /* On success libdwfl owns fd. */
+    z->mod = dwfl_report_elf(z->dwfl, z->path[0] ? z->path : open_path, open_path, fd, 0, false);
+    dwfl_report_end(z->dwfl, NULL, NULL);
+    if (!z->mod) {
+        close(fd);
+        err = -ENOEXEC;
+        goto out;
+    }
+    void **userdata;
+    dwfl_module_info(z->mod, &userdata, NULL, NULL, NULL, NULL, NULL, NULL);
+    *userdata = z;
+    err = read_file_facts(z);
+    if (err)
+        goto out;
+    *out = z;
+    return 0;
+out:
+    symbolizer_close(z);
+    return err;
+}
+
+void symbolizer_close(struct symbolizer *z)
+{
+    if (!z)
+        return;
+    if (z->dwfl)
+        dwfl_end(z->dwfl);
+    free(z->loads);
+    free(z->root);
+    free(z->path);
+    free(z->debug_path);
+    free(z);
+}
+
+const char *symbolizer_build_id(const struct symbolizer *z)
+{
+    return z->build_id_hex;
+}
+
+int symbolizer_offset_to_vaddr(const struct symbolizer *z, uint64_t offset, uint64_t *vaddr)
+{
+    for (size_t i = 0; i < z->nloads; i++) {
+        const GElf_Phdr *p = &z->loads[i];
+        if (offset >= p->p_offset && offset - p->p_offset < p->p_filesz) {
+            *vaddr = p->p_vaddr + (offset - p->p_offset);
+            return 0;
+        }
+    }
+    return -ENOENT;
+}
+
+uint64_t symbolizer_bytes(const struct symbolizer *z)
+{
+    return z->file_bytes + z->debug_bytes;
+}
+
+const char *symbolizer_debug_path(const struct symbolizer *z)
+{
+    return z->debug_path ? z->debug_path : "";
+}
+
+void sym_frame_free(struct sym_frame *f)
+{
+    for (size_t i = 0; i < f->n; i++) {
+        free(f->lines[i].name);
+        free(f->lines[i].system_name);
+    }
+    f->n = 0;
+}
+
+/* The udata attribute `name` of `die` (not integrated), or 0. */
+static Dwarf_Word udata(Dwarf_Die *die, unsigned name)
+{
+    Dwarf_Attribute a;
+    Dwarf_Word v;
+    return dwarf_formudata(dwarf_attr(die, name, &a), &v) == 0 ? v : 0;
+}
+
+/*
+ * The lines of code address `pc` (a DWARF address) in compile unit `cu`:
+ * the function scopes containing it from the innermost inlined call out to
+ * the real function. The innermost line is the line table's; each outer one
+ * is the call site of the inlined call inside it. 0 with f->n == 0 when no
+ * function scope contains pc.
+ */
+static int dwarf_lines(struct symbolizer *z, Dwarf_Die *cu, Dwarf_Addr pc, struct sym_frame *f)
+{
+    Dwarf_Die *scopes = NULL;
+    int n = dwarf_getscopes(cu, pc, &scopes);
+    Dwarf_Line *dl = dwarf_getsrc_die(cu, pc);
+    const char *file = dl ? dwarf_linesrc(dl, NULL, NULL) : NULL;
+    int lineno = 0;
+    if (dl)
+        dwarf_lineno(dl, &lineno);
+    Dwarf_Files *files = NULL;
+    size_t nfiles = 0;
+    int lang = dwarf_srclang(cu);
+    int err = 0;
+    for (int i = 0; i < n && f->n < SYM_MAX_LINES && err == 0; i++) {
+        Dwarf_Die *s = &scopes[i];
+        int tag = dwarf_tag(s);
+        if (tag != DW_TAG_inlined_subroutine && tag != DW_TAG_subprogram &&
+            tag != DW_TAG_entry_point)
+            continue;
+        struct sym_line *l = &f->lines[f->n];
+        err = sym_names_of_die(s, lang, l);
+        if (err)
+            break;
+        l->file = file ? file : "";
+        l->line = lineno;
+        f->n++;
+        if (tag != DW_TAG_inlined_subroutine)
+            break;
+        /* The next line out is where this inlined call was made. */
+        if (!files && dwarf_getsrcfiles(cu, &files, &nfiles) != 0)
+            files = NULL;
+        Dwarf_Word fi = udata(s, DW_AT_call_file);
+        file = files && fi < nfiles ? dwarf_filesrc(files, fi, NULL, NULL) : NULL;
+        lineno = (int)udata(s, DW_AT_call_line);
+    }
+    free(scopes);
+    (void)z;
+    return err;
+}
+
+/* The symbol table's name for module address `addr` as one line, with the
+ * line table's file and line when a compile unit covers it. */
+static int symtab_line(struct symbolizer *z, Dwarf_Die *cu, Dwarf_Addr dwpc, GElf_Addr addr,
+                       struct sym_frame *f)
+{
+    GElf_Off off;
+    GElf_Sym sym;
+    const char *name = dwfl_module_addrinfo(z->mod, addr, &off, &sym, NULL, NULL, NULL);
+    if (!name || !name[0])
+        return 0;
+    struct sym_line *l = &f->lines[0];
+    int err = sym_names_of_symbol(name, l);
+    if (err)
+        return err;
+    Dwarf_Line *dl = cu ? dwarf_getsrc_die(cu, dwpc) : NULL;
+    const char *file = dl ? dwarf_linesrc(dl, NULL, NULL) : NULL;
+    int lineno = 0;
+    if (dl)
+        dwarf_lineno(dl, &lineno);
+    l->file = file ? file : "";
+    l->line = lineno;
+    f->n = 1;
+    return 0;
+}
+
+int symbolizer_lookup(struct symbolizer *z, uint64_t vaddr, struct sym_frame *out)
+{
+    out->n = 0;
+    out->from_dwarf = false;
+    GElf_Addr addr = vaddr + z->bias;
+    Dwarf_Addr dwbias = 0;
+    Dwarf_Die *cu = dwfl_module_addrdie(z->mod, addr, &dwbias);
+    int err = 0;
+    if (cu) {
+        err = dwarf_lines(z, cu, addr - dwbias, out);
+        out->from_dwarf = err == 0 && out->n > 0;
+    }
+    if (err == 0 && out->n == 0)
+        err = symtab_line(z, cu, addr - dwbias, addr, out);
+    if (err)
+        sym_frame_free(out);
+    return err;
+}

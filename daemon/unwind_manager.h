@@ -1,0 +1,71 @@
+/*
+ * unwind_manager.h - keeps the BPF unwinder supplied with tables: builds
+ * the unwind table of each executable file a profiled process maps (once
+ * per file, shared by every process that maps it, keyed by build ID or
+ * else device and inode), places it in the shared rows array, and gives
+ * each process the sorted list of its mappings with tables. A file no
+ * process maps any more has its rows freed.
+ *
+ * A file whose table cannot be built or does not fit is unwound by frame
+ * pointers (counted in /metrics); a process whose maps change (dlopen,
+ * exec) is updated by unwind_manager_update() on the next scan.
+ *
+ * All functions take the manager's lock.
+ */
+#ifndef HEAPPROF_UNWIND_MANAGER_H
+#define HEAPPROF_UNWIND_MANAGER_H
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "bpf_state.h"
+#include "hp_limits.h"
+
+/* Distinct files with tables at once. */
+#define UNWIND_MAX_FILES 4096
+
+struct unwind_file;
+struct unwind_process;
+
+/* Counters for /metrics (read under the lock). */
+struct unwind_stats {
+    uint64_t tables_built;       /* tables built from CFI */
+    uint64_t build_failures;     /* files without usable CFI, or unreadable */
+    uint64_t rows_full;          /* tables that did not fit the rows array */
+    uint64_t build_ns;           /* total time spent building */
+    size_t rows_used;            /* rows in use now */
+    size_t files;                /* files with tables now */
+};
+
+struct unwind_manager {
+    pthread_mutex_t lock;
+    struct bpf_state *bpf;
+    struct unwind_file *files[UNWIND_MAX_FILES];
+    struct unwind_process *procs[HP_MAX_TARGETS];
+    /* Free ranges of the rows array, sorted by start. */
+    struct row_range {
+        uint32_t start, len;
+    } *free_ranges;
+    size_t nfree, free_cap;
+    struct unwind_stats stats;
+};
+
+int unwind_manager_init(struct unwind_manager *m, struct bpf_state *bpf);
+void unwind_manager_destroy(struct unwind_manager *m);
+
+/*
+ * Gives process `pid` tables for its executable mappings now, building
+ * what is missing; does nothing if they have not changed since the last
+ * call. Returns 0 or -errno (-ESRCH: the process is gone).
+ */
+int unwind_manager_update(struct unwind_manager *m, pid_t pid);
+
+/* Drops the process's tables (and frees files nobody maps any more). */
+void unwind_manager_forget(struct unwind_manager *m, pid_t pid);
+
+/* A copy of the counters. */
+void unwind_manager_stats(struct unwind_manager *m, struct unwind_stats *out);
+
+#endif
