@@ -97,6 +97,22 @@ struct {
     __type(value, struct hp_image);
 } images SEC(".maps");
 
+/* Userspace only, pinned: what the other pinned maps were made with, and
+ * the processes to attach again after a restart. */
+struct {
+    __uint(type, BPF_MAP_TYPE_ARRAY);
+    __uint(max_entries, 1);
+    __type(key, __u32);
+    __type(value, struct hp_meta);
+} meta SEC(".maps");
+
+struct {
+    __uint(type, BPF_MAP_TYPE_ARRAY);
+    __uint(max_entries, HP_MAX_TARGETS);
+    __type(key, __u32);
+    __type(value, struct hp_persisted_target);
+} persisted_targets SEC(".maps");
+
 /* The rows of every loaded unwind table, each table a contiguous range. */
 struct {
     __uint(type, BPF_MAP_TYPE_ARRAY);

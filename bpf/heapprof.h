@@ -132,6 +132,26 @@ struct hp_unwind_proc {
     struct hp_unwind_mapping m[HP_MAX_UNWIND_MAPPINGS];
 };
 
+/* Version of the pinned maps' layout and meaning: a daemon refuses pinned
+ * maps of another version rather than misread them. Bump it whenever a
+ * pinned map's key, value or semantics change. */
+#define HP_STATE_VERSION 1
+#define HP_STATE_MAGIC 0x68656170u /* "heap" */
+
+/* What the pinned maps were made with (the `meta` map's one value). */
+struct hp_meta {
+    __u32 magic;
+    __u32 version;
+    __u64 sample_interval;
+};
+
+/* A profiled process as remembered across daemon restarts. */
+struct hp_persisted_target {
+    __u32 pid;
+    __u32 pad;
+    __u64 start_time;
+};
+
 /* Attach cookie: image slot in the upper bits, probe kind in the low byte. */
 #define HP_COOKIE(image, kind) (((__u64)(image) << 8) | (__u64)(kind))
 #define HP_COOKIE_IMAGE(c) ((__u32)((c) >> 8))

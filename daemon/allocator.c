@@ -110,6 +110,7 @@ static int plan_function(pid_t pid, const struct proc_maps *maps, struct candida
     f->file_offset = off + site.offset;
     f->emulated = site.emulated;
     f->site_reason = site.reason;
+    f->inode = m->inode;
     f->runtime_start = m->start + (off - m->offset);
     f->runtime_end = f->runtime_start + (sym->size ? sym->size : 1);
     if (!f->object_path || !f->open_path) {

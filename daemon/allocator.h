@@ -28,6 +28,7 @@ struct allocator_func {
     uint64_t file_offset;    /* where the uprobe goes: the entry or a cheaper site (probe_site.h) */
     int emulated;            /* the kernel emulates the probed instruction */
     const char *site_reason; /* why the probe is where it is (static string) */
+    uint64_t inode;          /* of the object's file, as /proc/PID/maps shows it */
     uint64_t runtime_start;  /* the function's code in the process */
     uint64_t runtime_end;
 };

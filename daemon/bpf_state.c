@@ -8,6 +8,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include <bpf/bpf.h>
@@ -25,12 +28,126 @@ static int quiet_libbpf(enum libbpf_print_level level, const char *fmt, va_list 
     return 0;
 }
 
-/* Opens and loads the skeleton with programs set up for `layout`. */
-static int load_for(struct heapprof **out, uint64_t sample_interval, enum probe_layout layout)
+/* The magic number of a bpf filesystem (linux/magic.h BPF_FS_MAGIC). */
+#define HP_BPF_FS_MAGIC 0xcafe4a11
+
+/* Makes sure `dir` exists on a bpf filesystem, mounting one at
+ * /sys/fs/bpf when nothing is mounted there (systemd does; containers and
+ * minimal hosts may not). */
+static int prepare_pin_dir(const char *dir, char *err, size_t errlen)
+{
+    struct statfs fs;
+    if (statfs("/sys/fs/bpf", &fs) != 0 || (unsigned long)fs.f_type != HP_BPF_FS_MAGIC) {
+        if (mount("bpf", "/sys/fs/bpf", "bpf", 0, "mode=0700") != 0) {
+            snprintf(err, errlen, "mount bpffs on /sys/fs/bpf: %s", strerror(errno));
+            return -errno;
+        }
+    }
+    if (mkdir(dir, 0700) != 0 && errno != EEXIST) {
+        snprintf(err, errlen, "create pin directory %s: %s", dir, strerror(errno));
+        return -errno;
+    }
+    return 0;
+}
+
+/* Pins the maps whose contents must outlive the daemon: the counts, the
+ * stacks they name, the live sampled pointers (for in-use), the counters,
+ * and what they were made with. */
+static int set_pin_paths(struct heapprof *skel, const char *dir)
+{
+    struct bpf_map *pinned[] = {skel->maps.counts, skel->maps.stacks, skel->maps.live,
+                                skel->maps.stats, skel->maps.meta, skel->maps.persisted_targets};
+    for (size_t i = 0; i < sizeof(pinned) / sizeof(pinned[0]); i++) {
+        char path[512];
+        snprintf(path, sizeof(path), "%s/%s", dir, bpf_map__name(pinned[i]));
+        int e = bpf_map__set_pin_path(pinned[i], path);
+        if (e)
+            return e;
+    }
+    return 0;
+}
+
+/*
+ * Checks that maps pinned in `dir` by an earlier daemon have the type,
+ * sizes and flags ours have, before libbpf is asked to reuse them, so that
+ * a mismatch is reported as such (libbpf only says -EINVAL).
+ */
+static int check_pinned_maps(const char *dir, char *err, size_t errlen)
 {
     struct heapprof *skel = heapprof__open();
     if (!skel)
         return errno ? -errno : -EINVAL;
+    int e = set_pin_paths(skel, dir);
+    struct bpf_map *map;
+    bpf_object__for_each_map(map, skel->obj)
+    {
+        const char *path = bpf_map__pin_path(map);
+        if (e || !path)
+            continue;
+        int fd = bpf_obj_get(path);
+        if (fd < 0)
+            continue; /* not pinned yet */
+        struct bpf_map_info info = {0};
+        uint32_t len = sizeof(info);
+        int ok = bpf_obj_get_info_by_fd(fd, &info, &len) == 0 &&
+                 info.type == bpf_map__type(map) && info.key_size == bpf_map__key_size(map) &&
+                 info.value_size == bpf_map__value_size(map) &&
+                 info.max_entries == bpf_map__max_entries(map) &&
+                 info.map_flags == bpf_map__map_flags(map);
+        close(fd);
+        if (!ok) {
+            snprintf(err, errlen, "the map pinned at %s has another layout than this "
+                     "heapprofd's (another version?): remove %s to start afresh, or use --pin-dir",
+                     path, dir);
+            e = -EEXIST;
+        }
+    }
+    heapprof__destroy(skel);
+    return e;
+}
+
+/* Checks the pinned maps' meta against ours, or writes it when they are new. */
+static int check_meta(struct heapprof *skel, uint64_t sample_interval, const char *dir,
+                      char *err, size_t errlen)
+{
+    int fd = bpf_map__fd(skel->maps.meta);
+    uint32_t zero = 0;
+    struct hp_meta m = {0};
+    if (bpf_map_lookup_elem(fd, &zero, &m) != 0)
+        return -errno;
+    if (m.magic == 0) {
+        m.magic = HP_STATE_MAGIC;
+        m.version = HP_STATE_VERSION;
+        m.sample_interval = sample_interval;
+        return bpf_map_update_elem(fd, &zero, &m, BPF_ANY) ? -errno : 0;
+    }
+    if (m.magic != HP_STATE_MAGIC || m.version != HP_STATE_VERSION) {
+        snprintf(err, errlen, "the maps pinned in %s are of another heapprofd version (state "
+                 "version %u, ours %u); remove %s to start afresh, or use --pin-dir",
+                 dir, m.version, HP_STATE_VERSION, dir);
+        return -EEXIST;
+    }
+    if (m.sample_interval != sample_interval) {
+        snprintf(err, errlen, "the maps pinned in %s were made with --sample-interval %llu, not "
+                 "%llu: use that interval, or remove %s to start afresh",
+                 dir, (unsigned long long)m.sample_interval,
+                 (unsigned long long)sample_interval, dir);
+        return -EEXIST;
+    }
+    return 0;
+}
+
+/* Opens and loads the skeleton with programs set up for `layout`. */
+static int load_for(struct heapprof **out, uint64_t sample_interval, enum probe_layout layout,
+                    const char *pin_dir)
+{
+    struct heapprof *skel = heapprof__open();
+    if (!skel)
+        return errno ? -errno : -EINVAL;
+    if (pin_dir && set_pin_paths(skel, pin_dir) != 0) {
+        heapprof__destroy(skel);
+        return -EINVAL;
+    }
     skel->rodata->sample_interval = sample_interval;
     sampling_fill_log2_table((__u32 *)skel->rodata->log2_table);
     sampling_fill_weight_table((__u64 *)skel->rodata->weight_table);
@@ -69,16 +186,32 @@ static int layout_works(struct heapprof *skel, enum probe_layout layout)
 }
 
 int bpf_state_load(struct bpf_state *b, uint64_t sample_interval, enum probe_layout want,
-                   char *err, size_t errlen)
+                   const char *pin_dir, char *err, size_t errlen)
 {
     memset(b, 0, sizeof(*b));
     libbpf_set_print(quiet_libbpf);
+    if (pin_dir && !*pin_dir)
+        pin_dir = NULL;
+    if (pin_dir) {
+        int e = prepare_pin_dir(pin_dir, err, errlen);
+        if (e == 0)
+            e = check_pinned_maps(pin_dir, err, errlen);
+        if (e)
+            return e;
+    }
     enum probe_layout first = want == LAYOUT_AUTO ? LAYOUT_SESSION : want;
     enum probe_layout last = want == LAYOUT_AUTO ? LAYOUT_CLASSIC : want;
     int e = -EINVAL;
     for (enum probe_layout l = first; l <= last; l++) {
         struct heapprof *skel;
-        e = load_for(&skel, sample_interval, l);
+        e = load_for(&skel, sample_interval, l, pin_dir);
+        if (e == 0 && pin_dir) {
+            int m = check_meta(skel, sample_interval, pin_dir, err, errlen);
+            if (m) {
+                heapprof__destroy(skel);
+                return m;
+            }
+        }
         if (e == 0 && !layout_works(skel, l)) {
             heapprof__destroy(skel);
             e = -EOPNOTSUPP;
@@ -141,6 +274,27 @@ int bpf_state_return_fd(struct bpf_state *b)
 int bpf_state_session_fd(struct bpf_state *b)
 {
     return bpf_program__fd(b->skel->progs.hp_session);
+}
+
+int bpf_state_persist_target(struct bpf_state *b, uint32_t slot, uint32_t pid,
+                              uint64_t start_time)
+{
+    struct hp_persisted_target pt = {.pid = pid, .start_time = start_time};
+    int fd = bpf_map__fd(b->skel->maps.persisted_targets);
+    return bpf_map_update_elem(fd, &slot, &pt, BPF_ANY) ? -errno : 0;
+}
+
+size_t bpf_state_persisted_targets(struct bpf_state *b, struct hp_persisted_target *out,
+                                   size_t cap)
+{
+    int fd = bpf_map__fd(b->skel->maps.persisted_targets);
+    size_t n = 0;
+    for (uint32_t i = 0; i < HP_MAX_TARGETS && n < cap; i++) {
+        struct hp_persisted_target pt;
+        if (bpf_map_lookup_elem(fd, &i, &pt) == 0 && pt.pid)
+            out[n++] = pt;
+    }
+    return n;
 }
 
 int bpf_state_set_image(struct bpf_state *b, uint32_t slot, const struct hp_image *img)

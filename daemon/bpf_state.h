@@ -36,9 +36,12 @@ struct bpf_state {
 /*
  * Opens and loads the programs for `want` (LAYOUT_AUTO: the best the kernel
  * supports, found by trying); -errno with a reason in `err` on failure.
+ * With a `pin_dir` (NULL or "": none), the maps that hold the profiles are
+ * pinned there and adopted from a previous daemon; maps of another layout
+ * or sampling interval are refused (-EEXIST) rather than misread.
  */
 int bpf_state_load(struct bpf_state *b, uint64_t sample_interval, enum probe_layout want,
-                   char *err, size_t errlen);
+                   const char *pin_dir, char *err, size_t errlen);
 
 /* "session", "multi" or "classic". */
 const char *bpf_state_layout_name(enum probe_layout l);
@@ -53,6 +56,13 @@ void bpf_state_close(struct bpf_state *b);
 /* The entry and return programs, for classic attachment with libbpf. */
 struct bpf_program *bpf_state_entry_program(struct bpf_state *b);
 struct bpf_program *bpf_state_return_program(struct bpf_state *b);
+
+/* Remembers (pid 0: forgets) the process in `slot` across restarts. */
+int bpf_state_persist_target(struct bpf_state *b, uint32_t slot, uint32_t pid,
+                              uint64_t start_time);
+/* The processes remembered by a previous daemon; returns how many. */
+size_t bpf_state_persisted_targets(struct bpf_state *b, struct hp_persisted_target *out,
+                                   size_t cap);
 
 /* Sets image slot `slot` (ranges of the probed functions of one process). */
 int bpf_state_set_image(struct bpf_state *b, uint32_t slot, const struct hp_image *img);

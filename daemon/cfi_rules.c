@@ -24,12 +24,14 @@
 /* Marks an offset that overflowed 64 bits; it fits no row field, so such rules are unsupported. */
 #define CFI_OFF_OVERFLOW INT64_MIN
 
-/* The PLT stub expression gcc and ld emit for .plt/.plt.sec: CFA = rsp + 8 +
- * ((rip & 15) >= B) << 3, where B (the literal at PLT_EXPR_LIT_AT) is 11 for
- * 16-byte .plt entries (10 for .plt.sec); the rest must match exactly. */
+/* The expression ld emits for the stubs of .plt: CFA = rsp + 8, plus 8 once
+ * the stub's push has run, i.e. when (rip & 15) >= B. B, the literal at
+ * PLT_EXPR_LIT_AT, is where the push ends: 11 in classic 16-byte stubs, 9 in
+ * IBT ones (endbr64 first; -z ibtplt), 10 in other layouts. Any literal is
+ * taken; every other byte must match. */
 static const uint8_t plt_expr[] = {
-    DW_OP_breg7, 8, DW_OP_breg16, 0, DW_OP_lit15, DW_OP_and, DW_OP_lit11,
-    DW_OP_ge,    DW_OP_lit3, DW_OP_shl, DW_OP_plus,
+    DW_OP_breg7, 8,        DW_OP_breg16, 0,         DW_OP_lit15, DW_OP_and,
+    DW_OP_lit11, DW_OP_ge, DW_OP_lit3,   DW_OP_shl, DW_OP_plus,
 };
 #define PLT_EXPR_LIT_AT 6
 

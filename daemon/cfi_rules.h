@@ -51,10 +51,10 @@ enum cfi_cfa_kind {
 
 /* The rules in force at one location. */
 struct cfi_state {
-    uint8_t cfa_kind;      /* enum cfi_cfa_kind */
-    uint64_t cfa_reg;      /* CFI_CFA_REG */
-    int64_t cfa_off;       /* CFI_CFA_REG; INT64_MIN if it overflowed */
-    const uint8_t *expr;   /* CFI_CFA_EXPR: points into the section, `expr_len` bytes */
+    uint8_t cfa_kind;    /* enum cfi_cfa_kind */
+    uint64_t cfa_reg;    /* CFI_CFA_REG */
+    int64_t cfa_off;     /* CFI_CFA_REG; INT64_MIN if it overflowed */
+    const uint8_t *expr; /* CFI_CFA_EXPR: points into the section, `expr_len` bytes */
     uint64_t expr_len;
     struct cfi_rule rbp;
     struct cfi_rule ra;

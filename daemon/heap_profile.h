@@ -1,12 +1,14 @@
 /*
  * heap_profile.h - turns the BPF counts of one process into a pprof heap
- * profile: reads the stacks, maps each frame to its mapping in
- * /proc/PID/maps, names it from the ELF symbol tables, and sets the four
- * heap sample types, the period and the comments.
+ * profile: reads the stacks, turns their frames into locations
+ * (profile_frames.h: mappings from /proc/PID/maps, names, files, lines and
+ * inlined calls from the symbol cache), and sets the four heap sample
+ * types, the period and the comments.
  */
 #ifndef HEAPPROF_HEAP_PROFILE_H
 #define HEAPPROF_HEAP_PROFILE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -20,6 +22,7 @@ struct heap_profile_spec {
     pid_t pid;
     int default_alloc;        /* default sample type alloc_space (allocs) instead of inuse_space */
     int64_t duration_ns;      /* of a delta profile, else 0 */
+    bool symbolize;           /* false: addresses and mappings only (symbolize=0) */
 };
 
 /*

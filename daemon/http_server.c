@@ -145,6 +145,7 @@ static enum MHD_Result serve_profile(struct daemon_ctx *ctx, struct MHD_Connecti
         .pid = qp.q.pid,
         .default_alloc = default_alloc,
         .duration_ns = (int64_t)qp.q.seconds * 1000000000,
+        .symbolize = !qp.q.no_symbols,
     };
     struct pprof_profile *p = NULL;
     e = heap_profile_build(ctx->bpf, ctx->cache, &spec, counts, n, &p, err, sizeof(err));

@@ -1,36 +1,61 @@
 /*
- * options.h - heapprofd's command line.
+ * options.h - heapprofd's settings, from the command line and a config file.
  *
- * Ownership: the struct owns nothing beyond its fixed arrays; strings point
- * into argv.
+ * Every command-line flag has a config-file equivalent: a line `name =
+ * value` with the flag's name without dashes (docs/configuration.md).
+ * Flags given on the command line are applied after the file, so they win;
+ * repeatable ones (pid, comm, exe, cgroup) add to the file's.
+ *
+ * Ownership: a `struct options` owns its strings; free with options_free().
  */
 #ifndef HEAPPROF_OPTIONS_H
 #define HEAPPROF_OPTIONS_H
 
 #include <stddef.h>
-#include <stdio.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <sys/types.h>
 
 #include "bpf_state.h"
 #include "hp_limits.h"
 
+/* Target rules of each kind (comm, exe, cgroup) at most. */
+#define OPTIONS_MAX_RULES 64
+/* Default cap on processes profiled at once: each costs a few probes and
+ * the scan of its maps every second. */
+#define OPTIONS_DEFAULT_MAX_TARGETS 256
+/* Default pin directory of the BPF maps (see docs/operations.md). */
+#define OPTIONS_DEFAULT_PIN_DIR "/sys/fs/bpf/heapprofd"
+
 /* What the user asked for. */
 struct options {
-    const char *listen_host;   /* "127.0.0.1" */
+    char listen_host[64];      /* "127.0.0.1" */
     uint16_t listen_port;      /* 6060 */
     uint64_t sample_interval;  /* mean bytes between samples; 1 records all */
     pid_t pids[HP_MAX_TARGETS];
     size_t npids;
+    char *comms[OPTIONS_MAX_RULES];   /* processes whose comm is this */
+    size_t ncomms;
+    char *exes[OPTIONS_MAX_RULES];    /* processes running this executable */
+    size_t nexes;
+    char *cgroups[OPTIONS_MAX_RULES]; /* processes in this cgroup (v2 path) or below */
+    size_t ncgroups;
+    size_t max_targets;        /* processes profiled at once */
+    char pin_dir[256];         /* "" : maps are not pinned */
+    char config_path[256];     /* "" : no config file */
     enum probe_layout layout;  /* LAYOUT_AUTO unless --probe-layout says */
     int show_help;
 };
 
 /*
- * Parses argv into `o` (defaults first). On a bad argument returns -EINVAL
- * and writes a one-line reason into `err`.
+ * Parses the config file named by --config (if any), then argv, into `o`
+ * (defaults first). On a bad argument or line returns -EINVAL with a
+ * one-line reason in `err` naming the file and line.
  */
 int options_parse(int argc, char **argv, struct options *o, char *err, size_t errlen);
+
+/* Frees the strings of `o`. */
+void options_free(struct options *o);
 
 /* Prints the usage text. */
 void options_usage(FILE *out);

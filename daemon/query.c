@@ -42,6 +42,12 @@ int profile_query_set(struct profile_query *q, const char *key, const char *valu
             return -EINVAL;
         }
         q->debug = (int)v;
+    } else if (strcmp(key, "symbolize") == 0) {
+        if (parse_u64(value, 0, 1, &v) != 0) {
+            snprintf(err, errlen, "bad symbolize '%s': want 0 or 1", shown);
+            return -EINVAL;
+        }
+        q->no_symbols = v == 0;
     }
     return 0;
 }

@@ -1,5 +1,6 @@
 /*
- * query.h - the parameters of a profile request (pid, seconds, debug),
+ * query.h - the parameters of a profile request (pid, seconds, debug,
+ * symbolize),
  * checked strictly: a value that does not parse or is out of range is an
  * error with a one-line reason, never a silent default. Unknown parameters
  * are ignored, as Go's net/http/pprof does.
@@ -18,6 +19,7 @@ struct profile_query {
     pid_t pid;       /* 0 if not given */
     int seconds;     /* 0: not a delta profile */
     int debug;       /* 0: profile.proto; 1: Go's legacy text */
+    int no_symbols;  /* symbolize=0: raw addresses and mappings, no functions */
 };
 
 /* Takes one key=value pair into `q`; -EINVAL with a reason in `err` if the value is bad. */

@@ -1,121 +1,300 @@
 /*
- * symbol_cache.c - a small LRU of open ELF files shared across requests
- * (see symbol_cache.h).
+ * symbol_cache.c - a bounded LRU of symbolizers shared across requests,
+ * keyed by build ID (see symbol_cache.h).
+ *
+ * Files are opened and closed outside the cache lock: reading a large file
+ * must not stall the requests that only need warm entries. Entries to close
+ * are collected under the lock and closed after it is released.
  */
 #include "symbol_cache.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+/* Entries taken out of the table, to close once the lock is released. */
+struct victims {
+    struct cached_elf *v[SYMBOL_CACHE_ENTRIES + 1];
+    size_t n;
+};
+
+static int64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
 
 void symbol_cache_init(struct symbol_cache *c)
 {
     memset(c, 0, sizeof(*c));
     pthread_mutex_init(&c->lock, NULL);
+    c->max_entries = SYMBOL_CACHE_ENTRIES;
+    c->max_bytes = SYMBOL_CACHE_MAX_BYTES;
+    c->idle_ns = (int64_t)SYMBOL_CACHE_IDLE_SECONDS * 1000000000;
+}
+
+void symbol_cache_set_limits(struct symbol_cache *c, size_t max_entries, uint64_t max_bytes,
+                             int64_t idle_ns)
+{
+    pthread_mutex_lock(&c->lock);
+    c->max_entries = max_entries < SYMBOL_CACHE_ENTRIES ? max_entries : SYMBOL_CACHE_ENTRIES;
+    c->max_bytes = max_bytes;
+    c->idle_ns = idle_ns;
+    pthread_mutex_unlock(&c->lock);
+}
+
+/* Closes an entry nobody holds. */
+static void entry_free(struct cached_elf *e)
+{
+    symbolizer_close(e->sym);
+    pthread_mutex_destroy(&e->lock);
+    free(e);
 }
 
 void symbol_cache_destroy(struct symbol_cache *c)
 {
-    for (size_t i = 0; i < SYMBOL_CACHE_ENTRIES; i++) {
-        if (c->entries[i]) {
-            elf_file_close(c->entries[i]->ef);
-            free(c->entries[i]);
-        }
-    }
+    for (size_t i = 0; i < SYMBOL_CACHE_ENTRIES; i++)
+        if (c->entries[i])
+            entry_free(c->entries[i]);
     pthread_mutex_destroy(&c->lock);
 }
 
-/* Opens the file of mapping `m`: through map_files first, then the path
- * inside the process's root. */
-static int open_mapping_file(pid_t pid, const struct proc_mapping *m, struct elf_file **ef)
+/* Takes slot i out of the table into `out`; under the lock, refs == 0. */
+static void evict(struct symbol_cache *c, size_t i, struct victims *out)
 {
-    char path[4200];
-    snprintf(path, sizeof(path), "/proc/%d/map_files/%llx-%llx", (int)pid,
-             (unsigned long long)m->start, (unsigned long long)m->end);
-    if (elf_file_open(path, ef) == 0)
-        return 0;
-    snprintf(path, sizeof(path), "/proc/%d/root%s", (int)pid, m->path);
-    return elf_file_open(path, ef);
+    struct cached_elf *e = c->entries[i];
+    c->entries[i] = NULL;
+    c->bytes -= e->bytes;
+    c->evictions++;
+    e->in_table = false;
+    out->v[out->n++] = e;
 }
 
-/* A slot for a new entry: an empty one, else the least recently used idle
- * one (closed here); -1 if every entry is in use. */
-static int free_slot(struct symbol_cache *c)
+/* Evicts idle entries past their time, then the least recently used idle
+ * ones while the table holds more than `entries` or `bytes`. */
+static void trim(struct symbol_cache *c, size_t entries, uint64_t bytes, struct victims *out)
 {
-    int victim = -1;
-    for (int i = 0; i < SYMBOL_CACHE_ENTRIES; i++) {
+    int64_t now = now_ns();
+    size_t used = 0;
+    for (size_t i = 0; i < SYMBOL_CACHE_ENTRIES; i++) {
         struct cached_elf *e = c->entries[i];
-        if (!e)
-            return i;
-        if (e->refs == 0 && (victim < 0 || e->last_used < c->entries[victim]->last_used))
-            victim = i;
+        if (e && e->refs == 0 && now - e->last_used_ns > c->idle_ns)
+            evict(c, i, out);
+        else if (e)
+            used++;
     }
-    if (victim >= 0) {
-        elf_file_close(c->entries[victim]->ef);
-        free(c->entries[victim]);
-        c->entries[victim] = NULL;
+    while (used > entries || c->bytes > bytes) {
+        size_t victim = SIZE_MAX;
+        for (size_t i = 0; i < SYMBOL_CACHE_ENTRIES; i++) {
+            struct cached_elf *e = c->entries[i];
+            if (e && e->refs == 0 &&
+                (victim == SIZE_MAX || e->last_used_ns < c->entries[victim]->last_used_ns))
+                victim = i;
+        }
+        if (victim == SIZE_MAX)
+            return; /* everything left is in use */
+        evict(c, victim, out);
+        used--;
     }
-    return victim;
+}
+
+static void close_victims(struct victims *v)
+{
+    for (size_t i = 0; i < v->n; i++)
+        entry_free(v->v[i]);
+    v->n = 0;
+}
+
+/* Whether `e` is known to be held by file `id`; under the lock. */
+static bool has_file(const struct cached_elf *e, const struct file_id *id)
+{
+    for (unsigned i = 0; i < e->nfiles; i++)
+        if (e->files[i].dev == id->dev && e->files[i].ino == id->ino &&
+            e->files[i].size == id->size && e->files[i].mtime_ns == id->mtime_ns)
+            return true;
+    return false;
+}
+
+/* Remembers that file `id` holds `e`, forgetting the oldest if full; under the lock. */
+static void add_file(struct cached_elf *e, const struct file_id *id)
+{
+    if (has_file(e, id))
+        return;
+    if (e->nfiles == SYMBOL_CACHE_ALIASES) {
+        memmove(&e->files[0], &e->files[1], (SYMBOL_CACHE_ALIASES - 1) * sizeof(e->files[0]));
+        e->nfiles--;
+    }
+    e->files[e->nfiles++] = *id;
+}
+
+/* The entry held by file `id` or, if `build_id` is not "", with that build
+ * ID; takes a reference. Under the lock. */
+static struct cached_elf *find(struct symbol_cache *c, const struct file_id *id,
+                               const char *build_id)
+{
+    for (size_t i = 0; i < SYMBOL_CACHE_ENTRIES; i++) {
+        struct cached_elf *e = c->entries[i];
+        if (e && (has_file(e, id) || (build_id[0] && strcmp(e->build_id, build_id) == 0))) {
+            add_file(e, id);
+            e->refs++;
+            e->last_used_ns = now_ns();
+            return e;
+        }
+    }
+    return NULL;
+}
+
+/* A path that opens the file of mapping `m`, and the file's identity. */
+static int locate(pid_t pid, const struct proc_mapping *m, char *path, size_t len,
+                  struct file_id *id)
+{
+    struct stat st;
+    snprintf(path, len, "/proc/%d/map_files/%llx-%llx", (int)pid, (unsigned long long)m->start,
+             (unsigned long long)m->end);
+    if (stat(path, &st) != 0) {
+        /* map_files needs CAP_SYS_ADMIN: the path inside the process's root */
+        int n = snprintf(path, len, "/proc/%d/root%s", (int)pid, m->path);
+        if (m->path[0] != '/' || n < 0 || (size_t)n >= len || stat(path, &st) != 0)
+            return -ENOENT;
+    }
+    if (!S_ISREG(st.st_mode))
+        return -ENOENT;
+    *id = (struct file_id){
+        .dev = st.st_dev,
+        .ino = st.st_ino,
+        .size = (int64_t)st.st_size,
+        .mtime_ns = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec,
+    };
+    return 0;
+}
+
+/* A new entry for the file at `path` (opened outside the lock). */
+static int entry_open(pid_t pid, const struct proc_mapping *m, const char *path,
+                      const struct file_id *id, struct cached_elf **out)
+{
+    struct cached_elf *e = calloc(1, sizeof(*e));
+    if (!e)
+        return -ENOMEM;
+    char root[64];
+    snprintf(root, sizeof(root), "/proc/%d/root", (int)pid);
+    int err = symbolizer_open(path, root, m->path, &e->sym);
+    if (err) {
+        free(e);
+        return err;
+    }
+    snprintf(e->build_id, sizeof(e->build_id), "%s", symbolizer_build_id(e->sym));
+    pthread_mutex_init(&e->lock, NULL);
+    e->files[0] = *id;
+    e->nfiles = 1;
+    e->bytes = symbolizer_bytes(e->sym);
+    e->refs = 1;
+    *out = e;
+    return 0;
 }
 
 int symbol_cache_get(struct symbol_cache *c, pid_t pid, const struct proc_mapping *m,
                      struct cached_elf **out)
 {
-    if (!proc_mapping_is_file(m))
+    char path[PATH_MAX + 64];
+    struct file_id id;
+    struct victims old = {.n = 0};
+    if (!proc_mapping_is_file(m) || locate(pid, m, path, sizeof(path), &id) != 0)
         return -ENOENT;
-    pthread_mutex_lock(&c->lock);
-    for (size_t i = 0; i < SYMBOL_CACHE_ENTRIES; i++) {
-        struct cached_elf *e = c->entries[i];
-        if (e && e->inode == m->inode && e->dev_major == m->dev_major &&
-            e->dev_minor == m->dev_minor) {
-            e->refs++;
-            e->last_used = ++c->clock;
-            c->hits++;
-            pthread_mutex_unlock(&c->lock);
-            *out = e;
-            return 0;
-        }
-    }
-    c->misses++;
-    pthread_mutex_unlock(&c->lock);
 
-    /* Open outside the lock: reading a large file must not stall other requests. */
-    struct cached_elf *e = calloc(1, sizeof(*e));
-    if (!e)
-        return -ENOMEM;
-    int err = open_mapping_file(pid, m, &e->ef);
-    if (err) {
-        free(e);
+    pthread_mutex_lock(&c->lock);
+    trim(c, c->max_entries, c->max_bytes, &old);
+    struct cached_elf *e = find(c, &id, "");
+    c->hits += e != NULL;
+    c->misses += e == NULL;
+    pthread_mutex_unlock(&c->lock);
+    close_victims(&old);
+    if (e) {
+        *out = e;
+        return 0;
+    }
+
+    struct cached_elf *fresh;
+    int err = entry_open(pid, m, path, &id, &fresh);
+    if (err)
         return err;
-    }
-    e->dev_major = m->dev_major;
-    e->dev_minor = m->dev_minor;
-    e->inode = m->inode;
-    if (elf_file_build_id(e->ef, e->build_id, sizeof(e->build_id)) != 0)
-        e->build_id[0] = '\0';
-    e->refs = 1;
-
     pthread_mutex_lock(&c->lock);
-    e->last_used = ++c->clock;
-    int slot = free_slot(c);
-    if (slot >= 0)
-        c->entries[slot] = e;
-    else
-        e->refs |= 0x80000000u; /* cache full of busy entries: freed on put */
+    /* Another file with this build ID, or another request that opened this file meanwhile. */
+    e = find(c, &id, fresh->build_id);
+    if (!e) {
+        e = fresh;
+        fresh = NULL;
+        e->last_used_ns = now_ns();
+        trim(c, c->max_entries - 1, c->max_bytes > e->bytes ? c->max_bytes - e->bytes : 0, &old);
+        for (size_t i = 0; i < SYMBOL_CACHE_ENTRIES && !e->in_table; i++) {
+            if (!c->entries[i]) {
+                c->entries[i] = e;
+                e->in_table = true;
+                c->bytes += e->bytes;
+            }
+        }
+        /* Not in the table (every slot busy): it lives until its last put. */
+    }
     pthread_mutex_unlock(&c->lock);
+    if (fresh)
+        entry_free(fresh);
+    close_victims(&old);
     *out = e;
     return 0;
 }
 
 void symbol_cache_put(struct symbol_cache *c, struct cached_elf *e)
 {
+    struct victims old = {.n = 0};
     pthread_mutex_lock(&c->lock);
     e->refs--;
-    int orphan = e->refs == 0x80000000u;
+    e->last_used_ns = now_ns();
+    bool orphan = !e->in_table && e->refs == 0;
+    /* DWARF read during the request may have put the cache over its bound. */
+    if (c->bytes > c->max_bytes)
+        trim(c, c->max_entries, c->max_bytes, &old);
     pthread_mutex_unlock(&c->lock);
-    if (orphan) {
-        elf_file_close(e->ef);
-        free(e);
+    if (orphan)
+        entry_free(e);
+    close_victims(&old);
+}
+
+int symbol_cache_symbolize(struct symbol_cache *c, struct cached_elf *e, uint64_t offset,
+                           struct sym_frame *out)
+{
+    uint64_t vaddr;
+    out->n = 0;
+    out->from_dwarf = false;
+    if (symbolizer_offset_to_vaddr(e->sym, offset, &vaddr) != 0)
+        return 0;
+    pthread_mutex_lock(&e->lock);
+    int err = symbolizer_lookup(e->sym, vaddr, out);
+    uint64_t bytes = symbolizer_bytes(e->sym);
+    pthread_mutex_unlock(&e->lock);
+
+    pthread_mutex_lock(&c->lock);
+    if (bytes != e->bytes) { /* a debug file was opened */
+        if (e->in_table)
+            c->bytes += bytes - e->bytes;
+        e->bytes = bytes;
     }
+    pthread_mutex_unlock(&c->lock);
+    return err;
+}
+
+void symbol_cache_stats(struct symbol_cache *c, struct symbol_cache_stats *out)
+{
+    pthread_mutex_lock(&c->lock);
+    out->entries = 0;
+    for (size_t i = 0; i < SYMBOL_CACHE_ENTRIES; i++)
+        out->entries += c->entries[i] != NULL;
+    out->bytes = c->bytes;
+    out->hits = c->hits;
+    out->misses = c->misses;
+    out->evictions = c->evictions;
+    pthread_mutex_unlock(&c->lock);
 }

@@ -242,16 +242,50 @@ static Dwarf_Word udata(Dwarf_Die *die, unsigned name)
 }
 
 /*
- * The lines of code address `pc` (a DWARF address) in compile unit `cu`:
- * the function scopes containing it from the innermost inlined call out to
- * the real function. The innermost line is the line table's; each outer one
- * is the call site of the inlined call inside it. 0 with f->n == 0 when no
- * function scope contains pc.
+ * Names the real (not inlined) function at module address `addr` from the
+ * symbol table when DWARF gives it no linkage name: static functions and
+ * compiler-made ones (_GLOBAL__sub_I_...) are named there as addr2line and
+ * pprof name them, with their parameters. Keeps the DWARF name otherwise.
  */
-static int dwarf_lines(struct symbolizer *z, Dwarf_Die *cu, Dwarf_Addr pc, struct sym_frame *f)
+static int prefer_symbol(struct symbolizer *z, Dwarf_Die *die, GElf_Addr addr,
+                         struct sym_line *l)
 {
-    Dwarf_Die *scopes = NULL;
-    int n = dwarf_getscopes(cu, pc, &scopes);
+    GElf_Off off;
+    GElf_Sym sym;
+    if (sym_has_linkage_name(die))
+        return 0;
+    const char *name = dwfl_module_addrinfo(z->mod, addr, &off, &sym, NULL, NULL, NULL);
+    if (!name || !name[0])
+        return 0;
+    struct sym_line from_symbol;
+    int err = sym_names_of_symbol(name, &from_symbol);
+    if (err)
+        return err;
+    free(l->name);
+    free(l->system_name);
+    l->name = from_symbol.name;
+    l->system_name = from_symbol.system_name;
+    return 0;
+}
+
+/*
+ * The lines of code address `pc` (a DWARF address; `addr` in the module)
+ * in compile unit `cu`: the function scopes containing it from the
+ * innermost inlined call out to the real function. The innermost line is
+ * the line table's; each outer one is the call site of the inlined call
+ * inside it. 0 with f->n == 0 when no function scope contains pc.
+ */
+static int dwarf_lines(struct symbolizer *z, Dwarf_Die *cu, Dwarf_Addr pc, GElf_Addr addr,
+                       struct sym_frame *f)
+{
+    /* dwarf_getscopes follows an inlined call into its abstract definition
+     * (for name lookup); the nesting of calls is the concrete tree above
+     * the innermost scope, which dwarf_getscopes_die gives. */
+    Dwarf_Die *inner = NULL, *scopes = NULL;
+    int n = dwarf_getscopes(cu, pc, &inner);
+    if (n > 0)
+        n = dwarf_getscopes_die(&inner[0], &scopes);
+    free(inner);
     Dwarf_Line *dl = dwarf_getsrc_die(cu, pc);
     const char *file = dl ? dwarf_linesrc(dl, NULL, NULL) : NULL;
     int lineno = 0;
@@ -274,8 +308,10 @@ static int dwarf_lines(struct symbolizer *z, Dwarf_Die *cu, Dwarf_Addr pc, struc
         l->file = file ? file : "";
         l->line = lineno;
         f->n++;
-        if (tag != DW_TAG_inlined_subroutine)
+        if (tag != DW_TAG_inlined_subroutine) {
+            err = prefer_symbol(z, s, addr, l);
             break;
+        }
         /* The next line out is where this inlined call was made. */
         if (!files && dwarf_getsrcfiles(cu, &files, &nfiles) != 0)
             files = NULL;
@@ -284,7 +320,6 @@ static int dwarf_lines(struct symbolizer *z, Dwarf_Die *cu, Dwarf_Addr pc, struc
         lineno = (int)udata(s, DW_AT_call_line);
     }
     free(scopes);
-    (void)z;
     return err;
 }
 
@@ -322,7 +357,7 @@ int symbolizer_lookup(struct symbolizer *z, uint64_t vaddr, struct sym_frame *ou
     Dwarf_Die *cu = dwfl_module_addrdie(z->mod, addr, &dwbias);
     int err = 0;
     if (cu) {
-        err = dwarf_lines(z, cu, addr - dwbias, out);
+        err = dwarf_lines(z, cu, addr - dwbias, addr, out);
         out->from_dwarf = err == 0 && out->n > 0;
     }
     if (err == 0 && out->n == 0)

@@ -135,11 +135,21 @@ static bool qualifies_names(int lang)
            lang == DW_LANG_ObjC_plus_plus || lang == DW_LANG_Rust || lang == DW_LANG_D;
 }
 
-int sym_names_of_die(Dwarf_Die *die, int lang, struct sym_line *l)
+/* The linkage (mangled) name of `die`, or NULL. */
+static const char *linkage_name(Dwarf_Die *die)
 {
     const char *linkage = string_attr(die, DW_AT_linkage_name);
-    if (!linkage)
-        linkage = string_attr(die, DW_AT_MIPS_linkage_name);
+    return linkage ? linkage : string_attr(die, DW_AT_MIPS_linkage_name);
+}
+
+bool sym_has_linkage_name(Dwarf_Die *die)
+{
+    return linkage_name(die) != NULL;
+}
+
+int sym_names_of_die(Dwarf_Die *die, int lang, struct sym_line *l)
+{
+    const char *linkage = linkage_name(die);
     char *full = NULL;
     if (linkage) {
         if (demangle_name(linkage, &full) != 0)

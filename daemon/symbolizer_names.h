@@ -13,9 +13,15 @@
 #ifndef HEAPPROF_SYMBOLIZER_NAMES_H
 #define HEAPPROF_SYMBOLIZER_NAMES_H
 
+#include <stdbool.h>
+
 #include <elfutils/libdw.h>
 
 #include "symbolizer.h"
+
+/* Whether `die` (a function scope) has a linkage name, directly or through
+ * its abstract origin or specification. */
+bool sym_has_linkage_name(Dwarf_Die *die);
 
 /* Fills l->name and l->system_name (malloc'd) for the function scope `die`
  * of a unit in language `lang` (DW_LANG_*); 0 or -ENOMEM. */

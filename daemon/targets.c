@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -35,7 +36,26 @@ struct target {
     int detaching; /* its slot stays taken until the probes are gone */
     size_t nfuncs;   /* functions probed */
     size_t emulated; /* of which on an instruction the kernel emulates */
+    /* What tells an exec: the executable's file, and the file mapped where
+     * malloc was (another program, or the same one placed elsewhere). */
+    dev_t exe_dev;
+    ino_t exe_ino;
+    uint64_t malloc_addr;
+    uint64_t malloc_inode;
 };
+
+/* The identity of /proc/PID/exe; -errno if it cannot be read. */
+static int exe_identity(pid_t pid, dev_t *dev, ino_t *ino)
+{
+    char path[64];
+    struct stat st;
+    snprintf(path, sizeof(path), "/proc/%d/exe", (int)pid);
+    if (stat(path, &st) != 0)
+        return -errno;
+    *dev = st.st_dev;
+    *ino = st.st_ino;
+    return 0;
+}
 
 static uint64_t now_ns(void)
 {
@@ -44,17 +64,60 @@ static uint64_t now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-void targets_init(struct targets *t, struct bpf_state *bpf, struct unwind_manager *unwind)
+void targets_init(struct targets *t, struct bpf_state *bpf, struct unwind_manager *unwind,
+                  size_t max_targets)
 {
     memset(t, 0, sizeof(*t));
     pthread_mutex_init(&t->lock, NULL);
     t->bpf = bpf;
     t->unwind = unwind;
+    t->max_targets = max_targets ? max_targets : HP_MAX_TARGETS;
+}
+
+/* Whether the process in `tg` is no longer the program we attached to:
+ * another executable, or malloc's code no longer where it was (exec). */
+static int has_exec_d(const struct target *tg)
+{
+    dev_t dev = 0;
+    ino_t ino = 0;
+    if (exe_identity(tg->pid, &dev, &ino) == 0 && tg->exe_ino &&
+        (dev != tg->exe_dev || ino != tg->exe_ino))
+        return 1;
+    struct proc_maps maps;
+    if (proc_maps_read(tg->pid, &maps) != 0)
+        return 0; /* gone: the reaper's start time check deals with it */
+    const struct proc_mapping *m = proc_maps_find(&maps, tg->malloc_addr);
+    int moved = !m || m->inode != tg->malloc_inode;
+    proc_maps_free(&maps);
+    return moved;
+}
+
+int targets_adopt(struct targets *t, char *err, size_t errlen)
+{
+    struct hp_persisted_target *old = calloc(HP_MAX_TARGETS, sizeof(*old));
+    if (!old)
+        return -ENOMEM;
+    size_t n = bpf_state_persisted_targets(t->bpf, old, HP_MAX_TARGETS);
+    for (uint32_t i = 0; i < HP_MAX_TARGETS; i++)
+        bpf_state_persist_target(t->bpf, i, 0, 0);
+    int adopted = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t start_time;
+        pid_t pid = (pid_t)old[i].pid;
+        if (proc_start_time(pid, &start_time) != 0 || start_time != old[i].start_time ||
+            targets_ensure(t, pid, err, errlen) != 0) {
+            bpf_state_forget_process(t->bpf, old[i].pid); /* gone, or not ours any more */
+            continue;
+        }
+        adopted++;
+    }
+    free(old);
+    return adopted;
 }
 
 /* Destroys the probes of a target and forgets its BPF state. Slow (each
  * probe's removal waits for RCU), so callers do it outside the lock. */
-static uint64_t release(struct targets *t, struct target *tg)
+static uint64_t release(struct targets *t, struct target *tg, int keep_state)
 {
     struct bpf_state *bpf = t->bpf;
     uint64_t t0 = now_ns();
@@ -63,7 +126,8 @@ static uint64_t release(struct targets *t, struct target *tg)
     for (size_t i = 0; i < tg->nfds; i++)
         close(tg->link_fds[i]);
     uint64_t took = now_ns() - t0; /* the probes; forgetting the counts is not detaching */
-    bpf_state_forget_process(bpf, (uint32_t)tg->pid);
+    if (!keep_state)
+        bpf_state_forget_process(bpf, (uint32_t)tg->pid);
     if (t->unwind)
         unwind_manager_forget(t->unwind, tg->pid);
     free(tg);
@@ -73,17 +137,25 @@ static uint64_t release(struct targets *t, struct target *tg)
 /* Detaches the target in `slot` with the lock held (attach failures, pid reuse). */
 static void detach(struct targets *t, size_t slot)
 {
-    t->last_detach_ns = release(t, t->slot[slot]);
+    t->last_detach_ns = release(t, t->slot[slot], 0);
     t->slot[slot] = NULL;
     t->detached_total++;
+    bpf_state_persist_target(t->bpf, (uint32_t)slot, 0, 0);
 }
 
-void targets_destroy(struct targets *t)
+void targets_destroy(struct targets *t, int keep_state)
 {
     pthread_mutex_lock(&t->lock);
-    for (size_t i = 0; i < HP_MAX_TARGETS; i++)
-        if (t->slot[i])
+    for (size_t i = 0; i < HP_MAX_TARGETS; i++) {
+        if (!t->slot[i])
+            continue;
+        if (keep_state) {
+            release(t, t->slot[i], 1);
+            t->slot[i] = NULL;
+        } else {
             detach(t, i);
+        }
+    }
     pthread_mutex_unlock(&t->lock);
     pthread_mutex_destroy(&t->lock);
 }
@@ -210,6 +282,8 @@ static int attach(struct targets *t, size_t slot, pid_t pid, uint64_t start_time
     tg->pid = pid;
     tg->start_time = start_time;
     tg->nfuncs = plan.n;
+    if (exe_identity(pid, &tg->exe_dev, &tg->exe_ino) != 0)
+        tg->exe_ino = 0;
     if (proc_comm(pid, tg->comm, sizeof(tg->comm)) != 0)
         tg->comm[0] = '\0';
 
@@ -218,8 +292,11 @@ static int attach(struct targets *t, size_t slot, pid_t pid, uint64_t start_time
         img.start[i] = plan.funcs[i].runtime_start;
         img.end[i] = plan.funcs[i].runtime_end;
         tg->emulated += plan.funcs[i].emulated;
-        if (plan.funcs[i].kind == HP_MALLOC)
+        if (plan.funcs[i].kind == HP_MALLOC) {
             snprintf(tg->allocator, sizeof(tg->allocator), "%s", plan.funcs[i].object_path);
+            tg->malloc_addr = plan.funcs[i].runtime_start;
+            tg->malloc_inode = plan.funcs[i].inode;
+        }
     }
     /* Tables and ranges must be in place before the first probe fires; a
      * process whose tables cannot be made is unwound by frame pointers. */
@@ -234,11 +311,12 @@ static int attach(struct targets *t, size_t slot, pid_t pid, uint64_t start_time
         e = attach_links(t, tg, slot, &plan, err, errlen);
     allocator_plan_free(&plan);
     if (e) {
-        release(t, tg);
+        release(t, tg, 0);
         return e;
     }
     t->slot[slot] = tg;
     t->attached_total++;
+    bpf_state_persist_target(t->bpf, (uint32_t)slot, (uint32_t)pid, start_time);
     return 0;
 }
 
@@ -274,8 +352,12 @@ int targets_ensure(struct targets *t, pid_t pid, char *err, size_t errlen)
         if (free_slot < 0 || (size_t)free_slot > i)
             free_slot = (ssize_t)i;
     }
-    if (free_slot < 0) {
-        snprintf(err, errlen, "already profiling %d processes, the most we can", HP_MAX_TARGETS);
+    size_t active = 0;
+    for (size_t i = 0; i < HP_MAX_TARGETS; i++)
+        active += t->slot[i] != NULL;
+    if (free_slot < 0 || active >= t->max_targets) {
+        snprintf(err, errlen, "already profiling %zu processes, the most allowed (--max-targets)",
+                 active);
         e = -ENOSPC;
     } else {
         uint64_t t0 = now_ns();
@@ -297,11 +379,18 @@ void targets_reap(struct targets *t)
 {
     size_t gone[HP_MAX_TARGETS], n = 0;
     pthread_mutex_lock(&t->lock);
+    pid_t exec_d[HP_MAX_TARGETS];
+    size_t nexec = 0;
     for (size_t i = 0; i < HP_MAX_TARGETS; i++) {
         struct target *tg = t->slot[i];
         uint64_t start_time;
-        if (tg && !tg->detaching &&
-            (proc_start_time(tg->pid, &start_time) != 0 || start_time != tg->start_time)) {
+        if (!tg || tg->detaching)
+            continue;
+        int exited = proc_start_time(tg->pid, &start_time) != 0 || start_time != tg->start_time;
+        int exec = !exited && has_exec_d(tg);
+        if (exec)
+            exec_d[nexec++] = tg->pid;
+        if (exited || exec) {
             tg->detaching = 1;
             gone[n++] = i;
         }
@@ -312,13 +401,14 @@ void targets_reap(struct targets *t)
      * reuses them (or the pid's BPF state) before the old one is gone. */
     uint64_t took = 0;
     for (size_t k = 0; k < n; k++)
-        took = release(t, t->slot[gone[k]]);
+        took = release(t, t->slot[gone[k]], 0);
 
     pthread_mutex_lock(&t->lock);
     for (size_t k = 0; k < n; k++) {
         t->slot[gone[k]] = NULL;
         t->detached_total++;
         t->last_detach_ns = took;
+        bpf_state_persist_target(t->bpf, (uint32_t)gone[k], 0, 0);
     }
     /* After the slots of the released targets are cleared: release() freed them. */
     pid_t live[HP_MAX_TARGETS];
@@ -332,6 +422,15 @@ void targets_reap(struct targets *t)
      * tables here; unchanged processes cost one read of their maps. */
     for (size_t k = 0; t->unwind && k < nlive; k++)
         unwind_manager_update(t->unwind, live[k]);
+
+    /* A process that exec'd is a new program: attach to it afresh. */
+    for (size_t k = 0; k < nexec; k++) {
+        char err[512];
+        if (targets_ensure(t, exec_d[k], err, sizeof(err)) != 0)
+            fprintf(stderr, "heapprofd: pid %d after exec: %s\n", (int)exec_d[k], err);
+        else
+            t->reattached_total++;
+    }
 }
 
 size_t targets_list(struct targets *t, struct target_info *out, size_t cap)

@@ -40,11 +40,23 @@ struct targets {
     uint64_t detached_total; /* under lock */
     uint64_t last_attach_ns; /* under lock: how long the last attach took */
     uint64_t last_detach_ns; /* under lock: how long removing the last target's probes took */
+    uint64_t reattached_total; /* processes attached again after exec (reaper thread only) */
+    size_t max_targets;      /* processes profiled at once */
 };
 
-void targets_init(struct targets *t, struct bpf_state *bpf, struct unwind_manager *unwind);
-/* Detaches everything. */
-void targets_destroy(struct targets *t);
+/* `max_targets`: processes profiled at once (0: HP_MAX_TARGETS). */
+void targets_init(struct targets *t, struct bpf_state *bpf, struct unwind_manager *unwind,
+                  size_t max_targets);
+/* Detaches everything; with `keep_state`, the BPF counts of the processes
+ * stay (pinned) for the next daemon to adopt. */
+void targets_destroy(struct targets *t, int keep_state);
+
+/*
+ * Attaches again to the processes a previous daemon profiled (remembered in
+ * the pinned maps) that still run, keeping their counts; forgets the rest.
+ * Returns how many were adopted.
+ */
+int targets_adopt(struct targets *t, char *err, size_t errlen);
 
 /*
  * Makes sure process `pid` is profiled, attaching if it is not. Returns 0,
@@ -55,7 +67,8 @@ void targets_destroy(struct targets *t);
 int targets_ensure(struct targets *t, pid_t pid, char *err, size_t errlen);
 
 /* Detaches from processes that exited or whose pid now names another
- * process, and refreshes the unwind tables of the rest (dlopen, exec). */
+ * process, attaches afresh to processes that exec'd, and refreshes the
+ * unwind tables of the rest (dlopen). */
 void targets_reap(struct targets *t);
 
 /* Copies up to `cap` targets into `out`; returns how many there are. */

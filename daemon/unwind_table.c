@@ -246,8 +246,7 @@ static bool decode_fde(const struct build *b, const struct cfi_section *s, size_
         return false;
     if (ce->sized_aug) {
         /* The augmentation length is a ULEB128; read_encoded reads one the same way. */
-        if (!read_encoded(&p, f->end, DW_EH_PE_uleb128, 0, &alen) ||
-            alen > (uint64_t)(f->end - p))
+        if (!read_encoded(&p, f->end, DW_EH_PE_uleb128, 0, &alen) || alen > (uint64_t)(f->end - p))
             return false;
         p += alen;
     }
@@ -283,9 +282,11 @@ static int scan_section(struct build *b, const struct cfi_section *s, enum cfi_s
             b->out->fdes++;
             if (grow((void **)&b->fdes, b->nfdes, &b->fdes_cap, sizeof(*b->fdes)))
                 return -ENOMEM;
-            b->fdes[b->nfdes++] = (struct fde_entry){
-                .off = off, .cie_off = e.fde.CIE_pointer, .ins = e.fde.start, .end = e.fde.end,
-                .src = src};
+            b->fdes[b->nfdes++] = (struct fde_entry){.off = off,
+                                                     .cie_off = e.fde.CIE_pointer,
+                                                     .ins = e.fde.start,
+                                                     .end = e.fde.end,
+                                                     .src = src};
         }
         off = next;
     }
@@ -353,7 +354,8 @@ static int walk_fdes(struct build *b)
     bool any = false;
     int err;
 
-    qsort(b->fdes, b->nfdes, sizeof(*b->fdes), cmp_fde);
+    if (b->nfdes > 1) /* fdes is NULL when there are none, and qsort may not take NULL */
+        qsort(b->fdes, b->nfdes, sizeof(*b->fdes), cmp_fde);
     for (size_t i = 0; i < b->nfdes; i++) {
         const struct fde_entry *f = &b->fdes[i];
         uint64_t from = f->lo;
@@ -372,21 +374,33 @@ static int walk_fdes(struct build *b)
     return any ? add_row(b, covered, &none) : 0;
 }
 
+/* Whether `ph` is an executable PT_LOAD that occupies memory. */
+static bool is_exec_load(const GElf_Phdr *ph)
+{
+    return ph->p_type == PT_LOAD && (ph->p_flags & PF_X) && ph->p_memsz != 0;
+}
+
 /* The executable PT_LOADs: base and ranges. -E2BIG if the code spans more than 4 GiB. */
 static int read_segments(Elf *elf, struct build *b)
 {
-    size_t phnum;
+    size_t phnum, count = 0;
     GElf_Phdr ph;
 
     if (elf_getphdrnum(elf, &phnum) != 0)
         return -ENOEXEC;
-    b->segs = calloc(phnum ? phnum : 1, sizeof(*b->segs));
-    if (!b->segs)
-        return -ENOMEM;
+    /* Counted first, so a hostile e_phnum costs no allocation of its size. */
     for (size_t i = 0; i < phnum; i++) {
         if (!gelf_getphdr(elf, (int)i, &ph))
             return -ENOEXEC;
-        if (ph.p_type != PT_LOAD || !(ph.p_flags & PF_X) || ph.p_memsz == 0)
+        count += is_exec_load(&ph);
+    }
+    if (count == 0)
+        return -ENOEXEC; /* e.g. a relocatable object: nothing is loaded, so no pc to map */
+    b->segs = calloc(count, sizeof(*b->segs));
+    if (!b->segs)
+        return -ENOMEM;
+    for (size_t i = 0; i < phnum && b->nsegs < count; i++) {
+        if (!gelf_getphdr(elf, (int)i, &ph) || !is_exec_load(&ph))
             continue;
         if (ph.p_vaddr + ph.p_memsz < ph.p_vaddr)
             return -ENOEXEC;
@@ -394,8 +408,6 @@ static int read_segments(Elf *elf, struct build *b)
         if (b->nsegs == 1 || ph.p_vaddr < b->base)
             b->base = ph.p_vaddr;
     }
-    if (b->nsegs == 0)
-        return -ENOEXEC; /* e.g. a relocatable object: nothing is loaded, so no pc to map */
     for (size_t i = 0; i < b->nsegs; i++)
         if (b->segs[i].hi - b->base > UINT32_MAX)
             return -E2BIG;
@@ -442,7 +454,8 @@ static int build_elf(Elf *elf, struct unwind_table *out)
     GElf_Ehdr eh;
     int err;
 
-    if (elf_kind(elf) != ELF_K_ELF || !gelf_getehdr(elf, &eh) || !(b.ident = (const unsigned char *)elf_getident(elf, NULL)))
+    if (elf_kind(elf) != ELF_K_ELF || !gelf_getehdr(elf, &eh) ||
+        !(b.ident = (const unsigned char *)elf_getident(elf, NULL)))
         return -ENOEXEC;
     if (b.ident[EI_CLASS] != ELFCLASS64 || b.ident[EI_DATA] != ELFDATA2LSB ||
         eh.e_machine != EM_X86_64)

@@ -20,13 +20,13 @@
 
 /* The table of one file. */
 struct unwind_table {
-    uint64_t base;                 /* ELF vaddr that row pc 0 stands for (lowest executable PT_LOAD) */
-    struct hp_unwind_row *rows;    /* sorted by pc, no two rows with one pc */
+    uint64_t base;              /* ELF vaddr that row pc 0 stands for (lowest executable PT_LOAD) */
+    struct hp_unwind_row *rows; /* sorted by pc, no two rows with one pc */
     size_t n;
     /* What was seen while building, for metrics and tests. */
-    size_t fdes;                   /* FDEs read */
-    size_t unsupported_cfa;        /* rows with HP_CFA_UNSUPPORTED */
-    size_t unsupported_rbp;        /* rows with HP_RBP_UNSUPPORTED */
+    size_t fdes;            /* FDEs read */
+    size_t unsupported_cfa; /* rows with HP_CFA_UNSUPPORTED */
+    size_t unsupported_rbp; /* rows with HP_RBP_UNSUPPORTED */
 };
 
 /*

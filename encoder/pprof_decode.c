@@ -38,8 +38,8 @@ struct reader {
 struct field {
     uint32_t num;
     int wire;
-    uint64_t v;           /* WIRE_VARINT, WIRE_I64, WIRE_I32 */
-    struct reader body;   /* WIRE_LEN: the payload */
+    uint64_t v;         /* WIRE_VARINT, WIRE_I64, WIRE_I32 */
+    struct reader body; /* WIRE_LEN: the payload */
 };
 
 /* `v` reallocated to hold `cap` elements of `elem` bytes; NULL on overflow or no memory. */
@@ -101,7 +101,8 @@ static int read_fixed(struct reader *r, size_t n, uint64_t *out)
     return 0;
 }
 
-/* Reads the next field's key and value; groups (deprecated, unused by profile.proto) are -EINVAL. */
+/* Reads the next field's key and value; groups (deprecated, unused by profile.proto) are -EINVAL.
+ */
 static int read_field(struct reader *r, struct field *f)
 {
     uint64_t key, len;
@@ -252,17 +253,38 @@ static int decode_mapping(struct reader r, struct pprof_decoded_mapping *m)
     int err = 0;
     while (!err && r.p < r.end && !(err = read_field(&r, &f))) {
         switch (f.num) {
-        case 1: err = scalar(&f, &m->id); break;
-        case 2: err = scalar(&f, &m->start); break;
-        case 3: err = scalar(&f, &m->limit); break;
-        case 4: err = scalar(&f, &m->offset); break;
-        case 5: err = scalar_i64(&f, &m->filename); break;
-        case 6: err = scalar_i64(&f, &m->build_id); break;
-        case 7: err = scalar_bool(&f, &m->has_functions); break;
-        case 8: err = scalar_bool(&f, &m->has_filenames); break;
-        case 9: err = scalar_bool(&f, &m->has_line_numbers); break;
-        case 10: err = scalar_bool(&f, &m->has_inline_frames); break;
-        default: break;
+        case 1:
+            err = scalar(&f, &m->id);
+            break;
+        case 2:
+            err = scalar(&f, &m->start);
+            break;
+        case 3:
+            err = scalar(&f, &m->limit);
+            break;
+        case 4:
+            err = scalar(&f, &m->offset);
+            break;
+        case 5:
+            err = scalar_i64(&f, &m->filename);
+            break;
+        case 6:
+            err = scalar_i64(&f, &m->build_id);
+            break;
+        case 7:
+            err = scalar_bool(&f, &m->has_functions);
+            break;
+        case 8:
+            err = scalar_bool(&f, &m->has_filenames);
+            break;
+        case 9:
+            err = scalar_bool(&f, &m->has_line_numbers);
+            break;
+        case 10:
+            err = scalar_bool(&f, &m->has_inline_frames);
+            break;
+        default:
+            break;
         }
     }
     return err;
@@ -289,17 +311,26 @@ static int decode_location(struct reader r, struct pprof_decoded_location *l)
     int err = 0;
     while (!err && r.p < r.end && !(err = read_field(&r, &f))) {
         switch (f.num) {
-        case 1: err = scalar(&f, &l->id); break;
-        case 2: err = scalar(&f, &l->mapping_id); break;
-        case 3: err = scalar(&f, &l->address); break;
+        case 1:
+            err = scalar(&f, &l->id);
+            break;
+        case 2:
+            err = scalar(&f, &l->mapping_id);
+            break;
+        case 3:
+            err = scalar(&f, &l->address);
+            break;
         case 4:
             if (f.wire != WIRE_LEN || (err = RESERVE_ONE(l->lines, l->n_lines)))
                 return err ? err : -EINVAL;
             memset(&l->lines[l->n_lines], 0, sizeof(l->lines[0]));
             err = decode_line(f.body, &l->lines[l->n_lines++]);
             break;
-        case 5: err = scalar_bool(&f, &l->is_folded); break;
-        default: break;
+        case 5:
+            err = scalar_bool(&f, &l->is_folded);
+            break;
+        default:
+            break;
         }
     }
     return err;
@@ -312,12 +343,23 @@ static int decode_function(struct reader r, struct pprof_decoded_function *fn)
     int err = 0;
     while (!err && r.p < r.end && !(err = read_field(&r, &f))) {
         switch (f.num) {
-        case 1: err = scalar(&f, &fn->id); break;
-        case 2: err = scalar_i64(&f, &fn->name); break;
-        case 3: err = scalar_i64(&f, &fn->system_name); break;
-        case 4: err = scalar_i64(&f, &fn->filename); break;
-        case 5: err = scalar_i64(&f, &fn->start_line); break;
-        default: break;
+        case 1:
+            err = scalar(&f, &fn->id);
+            break;
+        case 2:
+            err = scalar_i64(&f, &fn->name);
+            break;
+        case 3:
+            err = scalar_i64(&f, &fn->system_name);
+            break;
+        case 4:
+            err = scalar_i64(&f, &fn->filename);
+            break;
+        case 5:
+            err = scalar_i64(&f, &fn->start_line);
+            break;
+        default:
+            break;
         }
     }
     return err;
@@ -379,20 +421,29 @@ static int decode_profile_field(const struct field *f, struct pprof_decoded *d)
         if ((err = NEW_ELEMENT(*f, d->functions, d->n_functions)))
             return err;
         return decode_function(f->body, &d->functions[d->n_functions - 1]);
-    case 6: return decode_string(f, d);
-    case 7: return scalar_i64(f, &d->drop_frames);
-    case 8: return scalar_i64(f, &d->keep_frames);
-    case 9: return scalar_i64(f, &d->time_nanos);
-    case 10: return scalar_i64(f, &d->duration_nanos);
+    case 6:
+        return decode_string(f, d);
+    case 7:
+        return scalar_i64(f, &d->drop_frames);
+    case 8:
+        return scalar_i64(f, &d->keep_frames);
+    case 9:
+        return scalar_i64(f, &d->time_nanos);
+    case 10:
+        return scalar_i64(f, &d->duration_nanos);
     case 11:
         if (f->wire != WIRE_LEN)
             return -EINVAL;
         /* A message field seen twice is merged; for scalars that means the last one wins. */
         return decode_value_type(f->body, &d->period_type);
-    case 12: return scalar_i64(f, &d->period);
-    case 13: return repeated_i64(f, &d->comments, &d->n_comments);
-    case 14: return scalar_i64(f, &d->default_sample_type);
-    default: return 0; /* unknown: skipped, as protobuf readers do */
+    case 12:
+        return scalar_i64(f, &d->period);
+    case 13:
+        return repeated_i64(f, &d->comments, &d->n_comments);
+    case 14:
+        return scalar_i64(f, &d->default_sample_type);
+    default:
+        return 0; /* unknown: skipped, as protobuf readers do */
     }
 }
 

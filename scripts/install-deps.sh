@@ -8,4 +8,5 @@ apt-get install -y -qq --no-install-recommends \
     build-essential cmake pkg-config clang bpftool \
     libbpf-dev libelf-dev libdw-dev libmicrohttpd-dev zlib1g-dev \
     golang-go python3 curl gdb binutils libjemalloc2 libtcmalloc-minimal4 libmimalloc2.0 \
-    ca-certificates >/dev/null
+    ca-certificates \
+    libclang-rt-14-dev llvm >/dev/null # libFuzzer and ASan for clang; llvm-symbolizer

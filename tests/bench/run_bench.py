@@ -45,12 +45,22 @@ both layouts, every allocation sampled, 1 thread: minus the default-interval
 run of the same layout that estimates the cost of one sampled allocation
 (stack walk and map updates, its free included).
 
+With --bpf-stats the kernel's BPF run-time statistics are on for the run
+(BPF_ENABLE_STATS, held by an fd, so they go off when the harness ends) and
+a second table shows, per configuration, the time spent inside the BPF
+programs per pair (from /proc/PID/fdinfo of the prober's program fds): the
+part of the added cost that is our code rather than the kernel's trap. The
+statistics cost two clock reads per program run, so the first table of such
+a run is a little dearer than without.
+
 --quick runs tiny counts, 1 thread, once, and only checks that every
 configuration (the sampled ones included) produced its numbers; it is the
 bench.smoke test and asserts no timing. Python 3 standard library only.
 """
 
 import argparse
+import ctypes
+import os
 import re
 import signal
 import socket
@@ -100,6 +110,12 @@ DAEMONS = {
 }
 
 
+# bpf(2): the syscall number on x86-64 and the command that turns run-time
+# statistics on for as long as the returned fd is open.
+SYS_BPF = 321
+BPF_ENABLE_STATS = 32
+
+
 class BenchError(Exception):
     """A run that did not produce its number."""
 
@@ -130,6 +146,8 @@ def parse_args():
                    help="skip the every-allocation-sampled estimate")
     p.add_argument("--no-breakdown", dest="breakdown", action="store_false",
                    help="leave out floor-session and heapprofd-unsampled")
+    p.add_argument("--bpf-stats", action="store_true",
+                   help="also report ns spent inside the BPF programs per pair")
     p.add_argument("--quick", action="store_true",
                    help="smoke mode: tiny counts, 1 thread, 1 repeat, no timing claims")
     p.add_argument("-v", "--verbose", action="store_true", help="print every run")
@@ -140,6 +158,38 @@ def parse_args():
         args.threads, args.repeats = "1", 1
     args.threads = [int(t) for t in args.threads.split(",")]
     return args
+
+
+def enable_bpf_stats():
+    """Turns on BPF run-time statistics until the returned fd is closed."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    attr = ctypes.create_string_buffer(16)  # enable_stats.type = BPF_STATS_RUN_TIME (0)
+    fd = libc.syscall(SYS_BPF, BPF_ENABLE_STATS, attr, len(attr))
+    if fd < 0:
+        raise BenchError(f"BPF_ENABLE_STATS: {os.strerror(ctypes.get_errno())}")
+    return fd
+
+
+def bpf_prog_stats(pid):
+    """(run_time_ns, run_cnt) summed over the BPF programs process pid holds fds of."""
+    seen, total_ns, total_cnt = set(), 0, 0
+    fd_dir = f"/proc/{pid}/fd"
+    for fd in os.listdir(fd_dir):
+        try:
+            if os.readlink(f"{fd_dir}/{fd}") != "anon_inode:bpf-prog":
+                continue
+            with open(f"/proc/{pid}/fdinfo/{fd}") as f:
+                info = dict(line.split(":", 1) for line in f if ":" in line)
+        except OSError:
+            continue
+        prog_id = info.get("prog_id", "").strip()
+        if prog_id in seen:
+            continue
+        seen.add(prog_id)
+        total_ns += int(info.get("run_time_ns", "0"))
+        total_cnt += int(info.get("run_cnt", "0"))
+    return total_ns, total_cnt
 
 
 def free_port():
@@ -173,11 +223,20 @@ def stop(proc, sig=signal.SIGTERM):
             proc.wait()
 
 
+def pin_args(path):
+    """--pin-dir none where heapprofd has it: each daemon of the run keeps its own maps,
+    and none meets maps pinned by another heapprofd (or leaves any behind)."""
+    out = subprocess.run([path, "--help"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                         text=True).stdout
+    return ["--pin-dir", "none"] if "--pin-dir" in out else []
+
+
 class Daemon:
     """One heapprofd process, listening on a free local port."""
 
     def __init__(self, path, extra_args=()):
         port = free_port()
+        extra_args = [*pin_args(path), *extra_args]
         self.lines = []
         self.layout = "?"
         self.listening = threading.Event()
@@ -259,10 +318,11 @@ class Daemon:
         stop(self.proc)
 
 
-def run_once(args, config, threads, iterations, daemon=None, timing=None):
+def run_once(args, config, threads, iterations, daemon=None, timing=None, stats=None):
     """One workload run in one configuration; returns its ns per pair.
 
-    With a daemon, appends (GET wall s, attach s, detach s) to timing.
+    With a daemon, appends (GET wall s, attach s, detach s) to timing. With
+    stats (a list), appends (BPF ns per pair, BPF program runs per pair).
     """
     kind, param, _ = CONFIGS[config]
     work = subprocess.Popen([args.bench, str(threads), str(iterations), str(args.size)],
@@ -285,6 +345,9 @@ def run_once(args, config, threads, iterations, daemon=None, timing=None):
         elif kind == "heapprofd":
             detached_before = daemon.metrics()["heapprofd_detached_total"]
             wall, attach_s = daemon.attach(pid)
+        prober = probes.pid if probes else daemon.proc.pid if daemon else None
+        if stats is not None and prober:
+            stats_before = bpf_prog_stats(prober)
         try:
             out, _ = work.communicate("go\n", timeout=RUN_TIMEOUT)
         except subprocess.TimeoutExpired:
@@ -292,6 +355,11 @@ def run_once(args, config, threads, iterations, daemon=None, timing=None):
         m = re.search(r"^ns_per_pair ([0-9.]+)$", out, re.M)
         if work.returncode != 0 or not m:
             raise BenchError(f"malloc_bench exited {work.returncode} with output {out!r}")
+        if stats is not None and prober:
+            after = bpf_prog_stats(prober)
+            pairs = threads * iterations
+            stats.append(((after[0] - stats_before[0]) / pairs,
+                          (after[1] - stats_before[1]) / pairs))
         if kind == "heapprofd":
             # Also keeps the detach out of the next run's measured loop.
             detach_s = daemon.wait_detached(detached_before)
@@ -382,12 +450,30 @@ def print_attach(timings, layouts):
         print("  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths))))
 
 
+def print_bpf_stats(configs, thread_counts, bpf_stats):
+    """Time inside the BPF programs per pair, per configuration: medians."""
+    print("\ninside the BPF programs (BPF run-time statistics on), median per pair:")
+    head = ("configuration", "threads", "BPF ns/pair", "program runs/pair")
+    rows = []
+    for threads in thread_counts:
+        for config in configs:
+            runs = bpf_stats.get((config, threads))
+            if runs:
+                rows.append((config, str(threads),
+                             f"{statistics.median(r[0] for r in runs):.1f}",
+                             f"{statistics.median(r[1] for r in runs):.3f}"))
+    widths = [max(len(r[i]) for r in rows + [head]) for i in range(len(head))]
+    for r in [head] + rows:
+        print("  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths))))
+
+
 def measure_sampled(args, medians, daemons):
     """Estimates the cost of one sampled allocation per layout with --sample-interval 1."""
     results = {}
     for key in ("auto-every", "classic-every"):
         daemons[key] = Daemon(args.heapprofd, DAEMONS[key])
     configs = (("auto-every", "heapprofd"), ("classic-every", "heapprofd-classic"))
+    before = {key: daemons[key].metrics()["heapprofd_samples_total"] for key, _ in configs}
     for rep in range(args.repeats):
         for key, base_config in configs:
             v = run_once(args, base_config, 1, args.sampled_iterations, daemons[key])
@@ -400,9 +486,11 @@ def measure_sampled(args, medians, daemons):
     for key, base_config in configs:
         every = statistics.median(results[key])
         base = medians[(base_config, 1)]
-        print(f"  {base_config} ({daemons[key].layout}): {every:.1f} ns/pair; cost per sampled "
-              f"allocation, its free included: ~{every - base:.0f} ns "
-              f"(minus {base:.1f}, the default-interval run)")
+        samples = daemons[key].metrics()["heapprofd_samples_total"] - before[key]
+        print(f"  {base_config} ({daemons[key].layout}): {every:.1f} ns/pair, "
+              f"{samples / args.repeats:.0f} samples a run; cost per sampled allocation, its "
+              f"free included: ~{every - base:.0f} ns (minus {base:.1f}, the default-interval "
+              f"run)")
     return results
 
 
@@ -419,8 +507,9 @@ def main():
     iterations = {"bare": args.bare_iterations, "cheap": args.iterations,
                   "classic": args.classic_iterations}
     daemons = {}
-    results, timings, sampled = {}, {}, {}
+    results, timings, sampled, bpf_stats = {}, {}, {}, {}
     started = time.monotonic()
+    stats_fd = enable_bpf_stats() if args.bpf_stats else None
     try:
         for config in configs:
             kind, key, _ = CONFIGS[config]
@@ -431,8 +520,10 @@ def main():
             for rep in range(args.repeats):
                 for config in configs:
                     kind, key, cls = CONFIGS[config]
+                    stats = bpf_stats.setdefault((config, threads), []) if args.bpf_stats \
+                        else None
                     v = run_once(args, config, threads, iterations[cls], daemons.get(key),
-                                 timings.get(key))
+                                 timings.get(key), stats)
                     results.setdefault((config, threads), []).append(v)
                     if args.verbose:
                         print(f"run {rep + 1}/{args.repeats} {config} threads={threads}: "
@@ -452,11 +543,15 @@ def main():
         if args.heapprofd:
             print_targets(args.threads, medians, daemons["auto"].layout)
             print_attach(timings, {k: d.layout for k, d in daemons.items()})
+        if args.bpf_stats:
+            print_bpf_stats(configs, args.threads, bpf_stats)
         if args.heapprofd and not args.no_sampled and 1 in args.threads:
             sampled = measure_sampled(args, medians, daemons)
     finally:
         for d in daemons.values():
             d.close()
+        if stats_fd is not None:
+            os.close(stats_fd)
     print(f"\nbench: took {time.monotonic() - started:.0f} s")
 
     missing = [(c, t) for t in args.threads for c in configs if (c, t) not in results]

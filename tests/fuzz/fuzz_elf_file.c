@@ -63,12 +63,13 @@ static void check_symbol(const struct elf_file *ef, const struct elf_symbol *s, 
         FUZZ_CHECK(strcmp(s->name, name) == 0, "looked up \"%s\", found \"%s\"", name, s->name);
     else
         FUZZ_CHECK(s->vaddr <= addr && (s->size == 0 || addr - s->vaddr < s->size),
-                   "0x%" PRIx64 " symbolized as %s at 0x%" PRIx64 " size %" PRIu64, addr,
-                   s->name, s->vaddr, s->size);
+                   "0x%" PRIx64 " symbolized as %s at 0x%" PRIx64 " size %" PRIu64, addr, s->name,
+                   s->vaddr, s->size);
     uint64_t off;
     if (elf_file_vaddr_to_offset(ef, s->vaddr, &off) == 0)
-        FUZZ_CHECK(off == s->file_offset, "%s: file_offset 0x%" PRIx64 ", vaddr_to_offset 0x%" PRIx64,
-                   s->name, s->file_offset, off);
+        FUZZ_CHECK(off == s->file_offset,
+                   "%s: file_offset 0x%" PRIx64 ", vaddr_to_offset 0x%" PRIx64, s->name,
+                   s->file_offset, off);
     else
         FUZZ_CHECK(s->file_offset == 0, "%s: file_offset 0x%" PRIx64 " outside every PT_LOAD",
                    s->name, s->file_offset);
@@ -127,8 +128,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     FUZZ_CHECK(err == 0 || err == -ENOENT, "build id: %d", err);
     if (err == 0) {
         size_t n = strlen(hex);
-        FUZZ_CHECK(n >= 2 && n % 2 == 0 && strspn(hex, "0123456789abcdef") == n,
-                   "build id \"%s\"", hex);
+        FUZZ_CHECK(n >= 2 && n % 2 == 0 && strspn(hex, "0123456789abcdef") == n, "build id \"%s\"",
+                   hex);
         char small[8];
         int e2 = elf_file_build_id(ef, small, sizeof(small));
         FUZZ_CHECK(n + 1 <= sizeof(small) ? e2 == 0 : e2 == -ENOSPC,

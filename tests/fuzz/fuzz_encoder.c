@@ -110,8 +110,17 @@ struct script {
 
 /* Strings a script picks by number, so that equal strings (and interning) are common. */
 static const char *const POOL[] = {
-    "",        "alloc_objects", "alloc_space", "inuse_objects", "inuse_space", "count",
-    "bytes",   "space",         "malloc",      "main",          "/usr/lib/x86_64-linux-gnu/libc.so.6",
+    "",
+    "alloc_objects",
+    "alloc_space",
+    "inuse_objects",
+    "inuse_space",
+    "count",
+    "bytes",
+    "space",
+    "malloc",
+    "main",
+    "/usr/lib/x86_64-linux-gnu/libc.so.6",
     "\xc3\xa9", /* a two-byte UTF-8 character: the text writer counts characters */
 };
 
@@ -128,7 +137,7 @@ static uint64_t take_u64(struct script *s)
     if (k < 0xc0)
         return k;
     if (k < 0xe0)
-        return (uint64_t)-(int64_t)(k - 0xbf);
+        return (uint64_t) - (int64_t)(k - 0xbf);
     uint64_t v = 0;
     for (unsigned i = 0; i <= (k & 7u); i++)
         v |= (uint64_t)take_u8(s) << (8 * i);
@@ -364,8 +373,8 @@ static void op_sample(struct script *s, struct pprof_profile *p, struct model *m
     valid &= n_values > 0 && n_values == m->n_types;
     if (m->n_samples == MAX_SAMPLES)
         return;
-    int err = pprof_add_sample(p, ms.locations, ms.n_locations, ms.values, n_values, labels,
-                               ms.n_labels);
+    int err =
+        pprof_add_sample(p, ms.locations, ms.n_locations, ms.values, n_values, labels, ms.n_labels);
     FUZZ_CHECK(err == (valid ? 0 : -EINVAL),
                "add_sample with %zu values for %zu types: %d, expected %s", n_values, m->n_types,
                err, valid ? "0" : "-EINVAL");
@@ -377,8 +386,8 @@ static void op_sample(struct script *s, struct pprof_profile *p, struct model *m
 
 /* The steps a script byte picks from. */
 static void (*const OPS[])(struct script *, struct pprof_profile *, struct model *) = {
-    op_sample_type, op_period,   op_default_type, op_time,     op_comment, op_mapping,
-    op_mapping_flags, op_function, op_location,   op_location, op_sample,  op_sample,
+    op_sample_type,   op_period,   op_default_type, op_time,     op_comment, op_mapping,
+    op_mapping_flags, op_function, op_location,     op_location, op_sample,  op_sample,
 };
 
 /* String `i` of the decoded table, which must exist. */
@@ -428,8 +437,8 @@ static void check_strings(const struct pprof_decoded *d)
 static void compare(const struct pprof_decoded *d, const struct model *m)
 {
     check_strings(d);
-    FUZZ_CHECK(d->n_sample_types == m->n_types, "%zu sample types, expected %zu",
-               d->n_sample_types, m->n_types);
+    FUZZ_CHECK(d->n_sample_types == m->n_types, "%zu sample types, expected %zu", d->n_sample_types,
+               m->n_types);
     for (size_t i = 0; i < m->n_types; i++) {
         check_str(d, d->sample_types[i].type, &m->types[i][0], "sample type");
         check_str(d, d->sample_types[i].unit, &m->types[i][1], "sample unit");
@@ -459,7 +468,8 @@ static void compare(const struct pprof_decoded *d, const struct model *m)
         check_str(d, dm->filename, &mm->filename, "mapping filename");
         check_str(d, dm->build_id, &mm->build_id, "mapping build id");
         FUZZ_CHECK(dm->has_functions == mm->flags[0] && dm->has_filenames == mm->flags[1] &&
-                       dm->has_line_numbers == mm->flags[2] && dm->has_inline_frames == mm->flags[3],
+                       dm->has_line_numbers == mm->flags[2] &&
+                       dm->has_inline_frames == mm->flags[3],
                    "mapping %zu: flags", i);
     }
 
@@ -504,8 +514,8 @@ static void compare(const struct pprof_decoded *d, const struct model *m)
             FUZZ_CHECK(ds->location_ids[j] == ms->locations[j], "sample %zu location %zu", i, j);
         for (size_t j = 0; j < m->n_types; j++)
             FUZZ_CHECK(ds->values[j] == ms->values[j],
-                       "sample %zu value %zu: %" PRId64 ", expected %" PRId64, i, j,
-                       ds->values[j], ms->values[j]);
+                       "sample %zu value %zu: %" PRId64 ", expected %" PRId64, i, j, ds->values[j],
+                       ms->values[j]);
         for (size_t j = 0; j < ms->n_labels; j++) {
             check_str(d, ds->labels[j].key, &ms->labels[j][0], "label key");
             check_str(d, ds->labels[j].str, &ms->labels[j][1], "label value");

@@ -100,8 +100,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     /* One mapping per line, less the lines an overlapping later line replaced. */
     size_t lines = count_lines(data, size);
-    FUZZ_CHECK(m.n <= lines && (m.n > 0) == (lines > 0), "%zu mappings from %zu lines", m.n,
-               lines);
+    FUZZ_CHECK(m.n <= lines && (m.n > 0) == (lines > 0), "%zu mappings from %zu lines", m.n, lines);
     for (size_t i = 0; i < m.n; i++) {
         const struct proc_mapping *pm = &m.v[i];
         FUZZ_CHECK(pm->start < pm->end, "mapping %zu: 0x%" PRIx64 "-0x%" PRIx64, i, pm->start,

@@ -59,11 +59,15 @@ static bool expect_set(struct profile_query *want, const char *key, const char *
         if (!decimal_in_range(value, 0, 1))
             return false;
         want->debug = (int)strtoull(value, NULL, 10);
+    } else if (strcmp(key, "symbolize") == 0) {
+        if (!decimal_in_range(value, 0, 1))
+            return false;
+        want->no_symbols = strtoull(value, NULL, 10) == 0;
     }
     return true;
 }
 
-/* Checks that an error message is non-empty, NUL-terminated in its buffer and one printable line. */
+/* Checks that an error message is non-empty, NUL-terminated and one line of printable text. */
 static void check_reason(const char *err)
 {
     size_t n = strnlen(err, ERR_LEN);
@@ -106,9 +110,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             check_reason(err);
             failed = true;
         }
-        FUZZ_CHECK(q.pid == want.pid && q.seconds == want.seconds && q.debug == want.debug,
-                   "query {pid %d, seconds %d, debug %d}, expected {%d, %d, %d}", (int)q.pid,
-                   q.seconds, q.debug, (int)want.pid, want.seconds, want.debug);
+        FUZZ_CHECK(q.pid == want.pid && q.seconds == want.seconds && q.debug == want.debug &&
+                       q.no_symbols == want.no_symbols,
+                   "query {pid %d, seconds %d, debug %d, no_symbols %d}, expected {%d, %d, %d, %d}",
+                   (int)q.pid, q.seconds, q.debug, q.no_symbols, (int)want.pid, want.seconds,
+                   want.debug, want.no_symbols);
     }
 
     if (!failed) {
@@ -122,6 +128,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             FUZZ_CHECK(q.pid >= 1 && q.pid <= HP_MAX_PID, "pid %d", (int)q.pid);
             FUZZ_CHECK(q.seconds >= 0 && q.seconds <= QUERY_MAX_SECONDS, "seconds %d", q.seconds);
             FUZZ_CHECK(q.debug == 0 || q.debug == 1, "debug %d", q.debug);
+            FUZZ_CHECK(q.no_symbols == 0 || q.no_symbols == 1, "no_symbols %d", q.no_symbols);
         }
     }
     free(buf);

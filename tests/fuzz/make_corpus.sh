@@ -16,7 +16,7 @@ mkdir -p "$corpus/query"
 i=0
 for q in 'pid=1' 'pid=4242&seconds=30' 'pid=123&debug=1' 'pid=4194304&seconds=300&debug=0' \
          'seconds=5' 'pid=abc' 'pid' 'gc=1&pid=7' 'pid=0' 'pid=00042&&debug=' \
-         'pid=4194305' 'seconds=301&pid=1' 'debug=2&pid=9'; do
+         'pid=4194305' 'seconds=301&pid=1' 'debug=2&pid=9' 'pid=7&symbolize=0'; do
     printf '%s' "$q" > "$corpus/query/seed$((i++))"
 done
 

@@ -149,6 +149,10 @@ class Daemon:
     def __enter__(self):
         _check_environment()
         cmd = [HEAPPROFD, "--listen", self.address] + self.args
+        # Each daemon keeps its maps to itself unless a test shares them on
+        # purpose (the restart test passes its own --pin-dir).
+        if "--pin-dir" not in self.args:
+            cmd += ["--pin-dir", "none"]
         # HEAPPROFD_PROBE_LAYOUT runs a test under a fallback layout (classic,
         # multi) as well as the best one the kernel offers.
         if os.environ.get("HEAPPROFD_PROBE_LAYOUT"):
@@ -170,7 +174,8 @@ class Daemon:
         # A sanitizer report fails the test even if it failed already: the
         # report (often the daemon dying) is the cause worth showing.
         if self.sanitizer_report():
-            before = f"; the test had failed with: {exc}" if exc is not None else ""
+            first = str(exc).splitlines()[0] if exc is not None and str(exc) else ""
+            before = f"; the test had failed too: {first}" if exc is not None else ""
             raise Failure(f"heapprofd reported a sanitizer error (exit status "
                           f"{self.proc.returncode}){before}; stderr:\n{self.stderr()}")
         if exc_type is None and died is not None:

@@ -205,11 +205,11 @@ static void repeated_scalars_are_read_packed_and_unpacked(void)
 static void unknown_fields_of_every_wire_type_are_skipped(void)
 {
     static const uint8_t bytes[] = {
-        0xf8, 0x01, 0x07,                                     /* field 31 varint */
-        0xf9, 0x01, 1, 2, 3, 4, 5, 6, 7, 8,                   /* field 31 fixed64 */
-        0xfa, 0x01, 0x02, 0xff, 0xff,                         /* field 31 bytes */
-        0xfd, 0x01, 1, 2, 3, 4,                               /* field 31 fixed32 */
-        0x60, 0x2a,                                           /* period (12) = 42 */
+        0xf8, 0x01, 0x07,                            /* field 31 varint */
+        0xf9, 0x01, 1,    2,    3,    4, 5, 6, 7, 8, /* field 31 fixed64 */
+        0xfa, 0x01, 0x02, 0xff, 0xff,                /* field 31 bytes */
+        0xfd, 0x01, 1,    2,    3,    4,             /* field 31 fixed32 */
+        0x60, 0x2a,                                  /* period (12) = 42 */
     };
     struct pprof_decoded d;
     decode_bytes(bytes, sizeof(bytes), 0, &d);
@@ -225,7 +225,8 @@ static void malformed_input_is_refused(void)
         size_t len;
     } cases[] = {
         {"truncated varint", {0x60, 0x80}, 2},
-        {"varint over 64 bits", {0x60, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x02},
+        {"varint over 64 bits",
+         {0x60, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x02},
          11},
         {"length past the end", {0x32, 0x05, 'a', 'b'}, 4},
         {"field number 0", {0x00, 0x01}, 2},

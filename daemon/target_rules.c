@@ -1,0 +1,108 @@
+/*
+ * target_rules.c - matches processes against the comm, exe and cgroup
+ * rules of the configuration (see target_rules.h).
+ */
+#include "target_rules.h"
+
+#include <ctype.h>
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "proc_info.h"
+
+/* Whether `cgroup_path` is `rule` or below it. */
+static int cgroup_under(const char *cgroup_path, const char *rule)
+{
+    size_t n = strlen(rule);
+    while (n > 1 && rule[n - 1] == '/')
+        n--;
+    return strncmp(cgroup_path, rule, n) == 0 && (cgroup_path[n] == '\0' || cgroup_path[n] == '/');
+}
+
+/* The process's cgroup v2 path ("0::/..." line) into buf; -1 if none. */
+static int read_cgroup(pid_t pid, char *buf, size_t len)
+{
+    char path[64], line[4096];
+    snprintf(path, sizeof(path), "/proc/%d/cgroup", (int)pid);
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return -1;
+    int found = -1;
+    while (fgets(line, sizeof(line), f)) {
+        if (strncmp(line, "0::", 3) == 0) {
+            line[strcspn(line, "\n")] = '\0';
+            snprintf(buf, len, "%s", line + 3);
+            found = 0;
+            break;
+        }
+    }
+    fclose(f);
+    return found;
+}
+
+int target_rules_any(const struct options *o)
+{
+    return o->ncomms || o->nexes || o->ncgroups;
+}
+
+int target_rules_match(const struct options *o, pid_t pid)
+{
+    if (o->ncomms) {
+        char comm[64];
+        if (proc_comm(pid, comm, sizeof(comm)) == 0) {
+            for (size_t i = 0; i < o->ncomms; i++) {
+                /* The kernel keeps 15 bytes of a name: compare as much. */
+                if (strncmp(comm, o->comms[i], 15) == 0 && strlen(o->comms[i]) >= strlen(comm))
+                    return 1;
+            }
+        }
+    }
+    if (o->nexes) {
+        char link[64], exe[4096];
+        snprintf(link, sizeof(link), "/proc/%d/exe", (int)pid);
+        ssize_t n = readlink(link, exe, sizeof(exe) - 1);
+        if (n > 0) {
+            exe[n] = '\0';
+            char *deleted = strstr(exe, " (deleted)");
+            if (deleted && deleted[10] == '\0')
+                *deleted = '\0';
+            for (size_t i = 0; i < o->nexes; i++)
+                if (strcmp(exe, o->exes[i]) == 0)
+                    return 1;
+        }
+    }
+    if (o->ncgroups) {
+        char cg[4096];
+        if (read_cgroup(pid, cg, sizeof(cg)) == 0)
+            for (size_t i = 0; i < o->ncgroups; i++)
+                if (cgroup_under(cg, o->cgroups[i]))
+                    return 1;
+    }
+    return 0;
+}
+
+size_t target_rules_scan(const struct options *o, void (*found)(pid_t pid, void *arg), void *arg)
+{
+    if (!target_rules_any(o))
+        return 0;
+    DIR *d = opendir("/proc");
+    if (!d)
+        return 0;
+    size_t n = 0;
+    pid_t self = getpid();
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+        if (!isdigit((unsigned char)de->d_name[0]))
+            continue;
+        pid_t pid = (pid_t)atoi(de->d_name);
+        if (pid <= 0 || pid == self || !target_rules_match(o, pid))
+            continue;
+        found(pid, arg);
+        n++;
+    }
+    closedir(d);
+    return n;
+}
