@@ -67,16 +67,33 @@ static int set_pin_paths(struct heapprof *skel, const char *dir)
     return 0;
 }
 
+/* Gives the maps the sizes asked for (0 keeps the default). */
+static void apply_sizes(struct heapprof *skel, const struct bpf_map_sizes *sizes)
+{
+    if (!sizes)
+        return;
+    if (sizes->stacks)
+        bpf_map__set_max_entries(skel->maps.stacks, sizes->stacks);
+    if (sizes->counts)
+        bpf_map__set_max_entries(skel->maps.counts, sizes->counts);
+    if (sizes->live)
+        bpf_map__set_max_entries(skel->maps.live, sizes->live);
+    if (sizes->pending)
+        bpf_map__set_max_entries(skel->maps.pending, sizes->pending);
+}
+
 /*
  * Checks that maps pinned in `dir` by an earlier daemon have the type,
  * sizes and flags ours have, before libbpf is asked to reuse them, so that
  * a mismatch is reported as such (libbpf only says -EINVAL).
  */
-static int check_pinned_maps(const char *dir, char *err, size_t errlen)
+static int check_pinned_maps(const char *dir, const struct bpf_map_sizes *sizes, char *err,
+                             size_t errlen)
 {
     struct heapprof *skel = heapprof__open();
     if (!skel)
         return errno ? -errno : -EINVAL;
+    apply_sizes(skel, sizes);
     int e = set_pin_paths(skel, dir);
     struct bpf_map *map;
     bpf_object__for_each_map(map, skel->obj)
@@ -139,11 +156,12 @@ static int check_meta(struct heapprof *skel, uint64_t sample_interval, const cha
 
 /* Opens and loads the skeleton with programs set up for `layout`. */
 static int load_for(struct heapprof **out, uint64_t sample_interval, enum probe_layout layout,
-                    const char *pin_dir)
+                    const char *pin_dir, const struct bpf_map_sizes *sizes)
 {
     struct heapprof *skel = heapprof__open();
     if (!skel)
         return errno ? -errno : -EINVAL;
+    apply_sizes(skel, sizes);
     if (pin_dir && set_pin_paths(skel, pin_dir) != 0) {
         heapprof__destroy(skel);
         return -EINVAL;
@@ -186,7 +204,8 @@ static int layout_works(struct heapprof *skel, enum probe_layout layout)
 }
 
 int bpf_state_load(struct bpf_state *b, uint64_t sample_interval, enum probe_layout want,
-                   const char *pin_dir, char *err, size_t errlen)
+                   const char *pin_dir, const struct bpf_map_sizes *sizes, char *err,
+                   size_t errlen)
 {
     memset(b, 0, sizeof(*b));
     libbpf_set_print(quiet_libbpf);
@@ -195,7 +214,7 @@ int bpf_state_load(struct bpf_state *b, uint64_t sample_interval, enum probe_lay
     if (pin_dir) {
         int e = prepare_pin_dir(pin_dir, err, errlen);
         if (e == 0)
-            e = check_pinned_maps(pin_dir, err, errlen);
+            e = check_pinned_maps(pin_dir, sizes, err, errlen);
         if (e)
             return e;
     }
@@ -204,7 +223,7 @@ int bpf_state_load(struct bpf_state *b, uint64_t sample_interval, enum probe_lay
     int e = -EINVAL;
     for (enum probe_layout l = first; l <= last; l++) {
         struct heapprof *skel;
-        e = load_for(&skel, sample_interval, l, pin_dir);
+        e = load_for(&skel, sample_interval, l, pin_dir, sizes);
         if (e == 0 && pin_dir) {
             int m = check_meta(skel, sample_interval, pin_dir, err, errlen);
             if (m) {
@@ -220,6 +239,10 @@ int bpf_state_load(struct bpf_state *b, uint64_t sample_interval, enum probe_lay
             b->skel = skel;
             b->sample_interval = sample_interval;
             b->layout = l;
+            b->capacity.stacks = bpf_map__max_entries(skel->maps.stacks);
+            b->capacity.counts = bpf_map__max_entries(skel->maps.counts);
+            b->capacity.live = bpf_map__max_entries(skel->maps.live);
+            b->capacity.pending = bpf_map__max_entries(skel->maps.pending);
             return 0;
         }
     }

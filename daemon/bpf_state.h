@@ -31,6 +31,9 @@ struct bpf_state {
     struct heapprof *skel;
     uint64_t sample_interval;
     enum probe_layout layout;
+    struct map_capacity {
+        uint32_t stacks, counts, live, pending;
+    } capacity; /* the sizes the maps got */
 };
 
 /*
@@ -40,8 +43,15 @@ struct bpf_state {
  * pinned there and adopted from a previous daemon; maps of another layout
  * or sampling interval are refused (-EEXIST) rather than misread.
  */
+/* Map sizes (0: the default of bpf/hp_limits.h), for tuning and for the
+ * tests that fill maps on purpose. */
+struct bpf_map_sizes {
+    uint32_t stacks, counts, live, pending;
+};
+
 int bpf_state_load(struct bpf_state *b, uint64_t sample_interval, enum probe_layout want,
-                   const char *pin_dir, char *err, size_t errlen);
+                   const char *pin_dir, const struct bpf_map_sizes *sizes, char *err,
+                   size_t errlen);
 
 /* "session", "multi" or "classic". */
 const char *bpf_state_layout_name(enum probe_layout l);

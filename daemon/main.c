@@ -143,8 +143,8 @@ int main(int argc, char **argv)
     struct symbol_cache cache;
     struct daemon_ctx ctx = {.cache = &cache};
     symbol_cache_init(&cache);
-    int e = bpf_state_load(&bpf, opts.sample_interval, opts.layout, opts.pin_dir, ctx.bpf_error,
-                           sizeof(ctx.bpf_error));
+    int e = bpf_state_load(&bpf, opts.sample_interval, opts.layout, opts.pin_dir,
+                           &opts.map_sizes, ctx.bpf_error, sizeof(ctx.bpf_error));
     if (e == -EEXIST) {
         /* Pinned maps of another layout or interval: misreading them would
          * serve wrong profiles, so refuse to start. */

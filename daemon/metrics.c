@@ -56,11 +56,12 @@ static int write_bpf_metrics(struct daemon_ctx *ctx, struct pprof_buf *out)
     if (e == 0)
         e = emit(out, "# HELP heapprofd_map_capacity Capacity of each BPF map.\n"
                       "# TYPE heapprofd_map_capacity gauge\n"
-                      "heapprofd_map_capacity{map=\"counts\"} %d\n"
-                      "heapprofd_map_capacity{map=\"live\"} %d\n"
-                      "heapprofd_map_capacity{map=\"stacks\"} %d\n"
-                      "heapprofd_map_capacity{map=\"pending\"} %d\n",
-                 HP_MAX_COUNTS, HP_MAX_LIVE, HP_MAX_STACKS, HP_MAX_PENDING);
+                      "heapprofd_map_capacity{map=\"counts\"} %u\n"
+                      "heapprofd_map_capacity{map=\"live\"} %u\n"
+                      "heapprofd_map_capacity{map=\"stacks\"} %u\n"
+                      "heapprofd_map_capacity{map=\"pending\"} %u\n",
+                 ctx->bpf->capacity.counts, ctx->bpf->capacity.live, ctx->bpf->capacity.stacks,
+                 ctx->bpf->capacity.pending);
     return e;
 }
 

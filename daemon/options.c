@@ -36,6 +36,8 @@ void options_usage(FILE *out)
             "                           (default %s; 'none' to not pin)\n"
             "  --config FILE            read settings from FILE (name = value lines)\n"
             "  --probe-layout L         auto (default), session, multi or classic\n"
+            "  --max-stacks N, --max-counts N, --max-live N, --max-pending N\n"
+            "                           BPF map sizes (defaults in docs/operations.md)\n"
             "Profiles: GET /debug/pprof/heap?pid=N (see docs/http-api.md)\n",
             OPTIONS_DEFAULT_MAX_TARGETS, OPTIONS_DEFAULT_PIN_DIR);
 }
@@ -107,7 +109,16 @@ static const struct {
     {"pin-dir", "an absolute directory path, or none"},
     {"config", "a file path"},
     {"probe-layout", "auto, session, multi or classic"},
+    {"max-stacks", "a number of entries in 16..16777216"},
+    {"max-counts", "a number of entries in 16..16777216"},
+    {"max-live", "a number of entries in 16..16777216"},
+    {"max-pending", "a number of entries in 16..16777216"},
 };
+
+/* Map sizes outside these are refused: below, nothing fits; above, the
+ * kernel memory they take is out of proportion. */
+#define MIN_MAP_ENTRIES 16
+#define MAX_MAP_ENTRIES (1u << 24)
 
 /* Sets option `name` to `v`; -EINVAL if the value is bad, -ENOENT if the name is unknown. */
 static int set_option(struct options *o, const char *name, const char *v)
@@ -150,6 +161,17 @@ static int set_option(struct options *o, const char *name, const char *v)
         return set_path(o->config_path, sizeof(o->config_path), v);
     if (strcmp(name, "probe-layout") == 0)
         return parse_layout(v, &o->layout);
+    uint32_t *size = strcmp(name, "max-stacks") == 0    ? &o->map_sizes.stacks
+                     : strcmp(name, "max-counts") == 0  ? &o->map_sizes.counts
+                     : strcmp(name, "max-live") == 0    ? &o->map_sizes.live
+                     : strcmp(name, "max-pending") == 0 ? &o->map_sizes.pending
+                                                        : NULL;
+    if (size) {
+        if (parse_u64(v, MIN_MAP_ENTRIES, MAX_MAP_ENTRIES, &n) != 0)
+            return -EINVAL;
+        *size = (uint32_t)n;
+        return 0;
+    }
     return -ENOENT;
 }
 
@@ -245,6 +267,10 @@ int options_parse(int argc, char **argv, struct options *o, char *err, size_t er
         {"pin-dir", required_argument, NULL, 0},
         {"config", required_argument, NULL, 0},
         {"probe-layout", required_argument, NULL, 0},
+        {"max-stacks", required_argument, NULL, 0},
+        {"max-counts", required_argument, NULL, 0},
+        {"max-live", required_argument, NULL, 0},
+        {"max-pending", required_argument, NULL, 0},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };

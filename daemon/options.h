@@ -44,6 +44,7 @@ struct options {
     char pin_dir[256];         /* "" : maps are not pinned */
     char config_path[256];     /* "" : no config file */
     enum probe_layout layout;  /* LAYOUT_AUTO unless --probe-layout says */
+    struct bpf_map_sizes map_sizes; /* --max-stacks etc.; 0: hp_limits.h's */
     int show_help;
 };
 

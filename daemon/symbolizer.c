@@ -12,6 +12,7 @@
 
 #include <dwarf.h>
 #include <errno.h>
+#include <stdbool.h>
 #include <fcntl.h>
 #include <gelf.h>
 #include <stdio.h>
@@ -268,6 +269,57 @@ static int prefer_symbol(struct symbolizer *z, Dwarf_Die *die, GElf_Addr addr,
     return 0;
 }
 
+/* Scopes of a compile unit searched in depth, for the walk below: deeper
+ * nesting is not searched. */
+#define SCOPE_WALK_MAX_DEPTH 64
+
+/* Whether a DIE's children are worth a look for code (not for types' members
+ * only: a C++ lambda's code can sit in a class inside a function). */
+static bool may_hold_code(int tag)
+{
+    return tag == DW_TAG_subprogram || tag == DW_TAG_namespace || tag == DW_TAG_class_type ||
+           tag == DW_TAG_structure_type || tag == DW_TAG_union_type ||
+           tag == DW_TAG_lexical_block || tag == DW_TAG_inlined_subroutine ||
+           tag == DW_TAG_module;
+}
+
+/*
+ * The innermost scope holding `pc`, found by walking the whole unit: GCC
+ * puts the code of a lambda inside the class it makes for it, inside the
+ * function that defines it, whose own code range does not hold the
+ * lambda's, and dwarf_getscopes only descends into ranges that hold pc.
+ * Each scope found that holds pc is searched again for an inner one.
+ * 0 and *out, or -ENOENT.
+ */
+static int walk_for_scope(Dwarf_Die *cu, Dwarf_Addr pc, Dwarf_Die *out)
+{
+    Dwarf_Die stack[SCOPE_WALK_MAX_DEPTH];
+    Dwarf_Die within = *cu;
+    bool found = false, deeper = true;
+    while (deeper) {
+        deeper = false;
+        size_t depth = dwarf_child(&within, &stack[0]) == 0;
+        while (depth > 0 && !deeper) {
+            Dwarf_Die *d = &stack[depth - 1];
+            int tag = dwarf_tag(d);
+            if ((tag == DW_TAG_subprogram || tag == DW_TAG_inlined_subroutine ||
+                 tag == DW_TAG_lexical_block) &&
+                dwarf_haspc(d, pc) == 1) {
+                *out = within = *d;
+                found = deeper = true;
+            } else if (may_hold_code(tag) && depth < SCOPE_WALK_MAX_DEPTH &&
+                       dwarf_child(d, &stack[depth]) == 0) {
+                depth++;
+            } else {
+                /* The next sibling, climbing out of scopes with no more. */
+                while (depth > 0 && dwarf_siblingof(&stack[depth - 1], &stack[depth - 1]) != 0)
+                    depth--;
+            }
+        }
+    }
+    return found ? 0 : -ENOENT;
+}
+
 /*
  * The lines of code address `pc` (a DWARF address; `addr` in the module)
  * in compile unit `cu`: the function scopes containing it from the
@@ -281,10 +333,14 @@ static int dwarf_lines(struct symbolizer *z, Dwarf_Die *cu, Dwarf_Addr pc, GElf_
     /* dwarf_getscopes follows an inlined call into its abstract definition
      * (for name lookup); the nesting of calls is the concrete tree above
      * the innermost scope, which dwarf_getscopes_die gives. */
-    Dwarf_Die *inner = NULL, *scopes = NULL;
+    Dwarf_Die *inner = NULL, *scopes = NULL, walked;
     int n = dwarf_getscopes(cu, pc, &inner);
-    if (n > 0)
+    if (n > 0 && dwarf_tag(&inner[0]) != DW_TAG_compile_unit)
         n = dwarf_getscopes_die(&inner[0], &scopes);
+    else if (walk_for_scope(cu, pc, &walked) == 0)
+        n = dwarf_getscopes_die(&walked, &scopes);
+    else
+        n = 0;
     free(inner);
     Dwarf_Line *dl = dwarf_getsrc_die(cu, pc);
     const char *file = dl ? dwarf_linesrc(dl, NULL, NULL) : NULL;

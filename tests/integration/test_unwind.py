@@ -77,6 +77,8 @@ PY_MIN_DEPTH = 8
 PY_MIN_FRACTION = 0.90
 
 # The allocating script; it speaks the workloads' handshake (handshake.h).
+# allocate_here is called from Holder.__init__, which list(map(Holder, ...))
+# calls from C.
 PY_SCRIPT = f"""\
 import os, sys
 
@@ -88,11 +90,17 @@ def allocate_here(count):
             del kept[:32]
     return len(kept)
 
+class Holder:
+    def __init__(self, count):
+        self.kept = allocate_here(count)
+
 count = int(sys.argv[1])
 sys.stdout.write(f"ready {{os.getpid()}}\\n")
 sys.stdout.flush()
 sys.stdin.readline()
-allocate_here(count)
+# Through C code and back (list, map, the type call of Holder, its __init__):
+# interpreter frames with more C frames between them than a plain call.
+holders = list(map(Holder, [count]))
 sys.stdout.write("done\\n")
 sys.stdout.flush()
 sys.stdin.readline()
