@@ -39,9 +39,11 @@
 #define HP_MAX_TARGETS 1024
 
 /* Unwind table rows across all loaded files: 12 bytes each, preallocated,
- * so 24 MiB. Tables take about 3,000-4,000 rows per MiB of code (libc's
- * is ~11k rows), so this holds the code of dozens of large programs; a
- * file whose table does not fit is unwound by frame pointers, counted. */
+ * so 24 MiB. Tables take about 21,000-24,000 rows per MiB of code
+ * (libc.so.6: 28,274 rows for 1.3 MiB; python3: 64,575 for 2.7 MiB; see
+ * tests/bench/unwind_table_bench), so this holds ~85 MiB of code: libc,
+ * a large program and dozens of libraries. A file whose table does not fit
+ * is unwound by frame pointers, counted in /metrics. */
 #define HP_MAX_UNWIND_ROWS (1u << 21)
 
 /* Executable file mappings with tables per process (sorted for a binary

@@ -23,14 +23,13 @@ struct roots {
     size_t n;
 };
 
-/* The process's root unless it is ours (same directory), then ours. */
+/* The process's root, then ours. Both even when the process's root is our
+ * root directory: in another mount namespace the same directory shows other
+ * mounts (a container's debug files bind-mounted over /usr/lib/debug). */
 static void roots_of(const struct debug_target *t, struct roots *r)
 {
-    struct stat theirs, ours;
     r->n = 0;
-    if (t->root && t->root[0] &&
-        !(stat(t->root, &theirs) == 0 && stat("/", &ours) == 0 && theirs.st_dev == ours.st_dev &&
-          theirs.st_ino == ours.st_ino))
+    if (t->root && t->root[0])
         r->v[r->n++] = t->root;
     r->v[r->n++] = "";
 }
@@ -63,7 +62,8 @@ static bool is_debug_file_of(const struct debug_target *t, int fd)
     Elf *elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
     const void *id = NULL;
     ssize_t len = elf ? dwelf_elf_gnu_build_id(elf, &id) : -1;
-    bool same = len > 0 && (size_t)len == t->build_id_len && memcmp(id, t->build_id, (size_t)len) == 0;
+    bool same =
+        len > 0 && (size_t)len == t->build_id_len && memcmp(id, t->build_id, (size_t)len) == 0;
     elf_end(elf);
     return same;
 }
@@ -76,8 +76,8 @@ static int try_path(const struct debug_target *t, const char *path, bool check, 
     if (fd < 0)
         return -errno;
     struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || (st.st_dev == t->dev && st.st_ino == t->ino) ||
-        (check && !is_debug_file_of(t, fd))) {
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) ||
+        (st.st_dev == t->dev && st.st_ino == t->ino) || (check && !is_debug_file_of(t, fd))) {
         close(fd);
         return -ENOENT;
     }
@@ -97,8 +97,8 @@ static int try_build_id(const struct debug_target *t, const char *root, char **f
         return -ENOENT;
     for (size_t i = 0; i < t->build_id_len; i++)
         snprintf(hex + 2 * i, 3, "%02x", t->build_id[i]);
-    int n = snprintf(path, sizeof(path), "%s%s/.build-id/%.2s/%s.debug", root, DEBUG_LINK_DIR,
-                     hex, hex + 2);
+    int n = snprintf(path, sizeof(path), "%s%s/.build-id/%.2s/%s.debug", root, DEBUG_LINK_DIR, hex,
+                     hex + 2);
     if (n < 0 || (size_t)n >= sizeof(path))
         return -ENAMETOOLONG;
     return try_path(t, path, true, found);
@@ -144,8 +144,8 @@ int debug_link_open(const struct debug_target *t, char **found)
     return -ENOENT;
 }
 
-int debug_link_open_alt(const struct debug_target *t, const char *debug_path,
-                        const char *altname, char **found)
+int debug_link_open_alt(const struct debug_target *t, const char *debug_path, const char *altname,
+                        char **found)
 {
     char path[PATH_MAX];
     if (!altname || !altname[0])
@@ -155,8 +155,8 @@ int debug_link_open_alt(const struct debug_target *t, const char *debug_path,
         const char *slash = debug_path ? strrchr(debug_path, '/') : NULL;
         if (!slash)
             return -ENOENT;
-        int n = snprintf(path, sizeof(path), "%.*s/%s", (int)(slash - debug_path), debug_path,
-                         altname);
+        int n =
+            snprintf(path, sizeof(path), "%.*s/%s", (int)(slash - debug_path), debug_path, altname);
         if (n < 0 || (size_t)n >= sizeof(path))
             return -ENAMETOOLONG;
         return try_path(t, path, false, found);

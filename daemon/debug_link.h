@@ -26,13 +26,13 @@
 
 /* What is known of the file whose debug information is wanted. */
 struct debug_target {
-    const char *root;               /* the process's root ("/proc/PID/root"), or "" for ours */
-    const char *path;               /* the file's path as the process sees it, or "" */
-    const unsigned char *build_id;  /* GNU build ID bytes, or NULL */
+    const char *root;              /* the process's root ("/proc/PID/root"), or "" for ours */
+    const char *path;              /* the file's path as the process sees it, or "" */
+    const unsigned char *build_id; /* GNU build ID bytes, or NULL */
     size_t build_id_len;
-    const char *debuglink;          /* .gnu_debuglink file name, or NULL */
+    const char *debuglink; /* .gnu_debuglink file name, or NULL */
     uint32_t debuglink_crc;
-    dev_t dev;                      /* the file itself, never its own debug file */
+    dev_t dev; /* the file itself, never its own debug file */
     ino_t ino;
 };
 
@@ -47,7 +47,7 @@ int debug_link_open(const struct debug_target *t, char **found);
  * (shared DWARF made by dwz): `altname` is absolute, or relative to the
  * directory of `debug_path`. Returns a file descriptor and *found, or -ENOENT.
  */
-int debug_link_open_alt(const struct debug_target *t, const char *debug_path,
-                        const char *altname, char **found);
+int debug_link_open_alt(const struct debug_target *t, const char *debug_path, const char *altname,
+                        char **found);
 
 #endif

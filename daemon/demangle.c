@@ -76,12 +76,12 @@ int demangle_name(const char *raw, char **out)
 
 /* What an open bracket of the name is, and so whether its text is kept. */
 enum bracket {
-    GENERIC,        /* <T, A>: template or generic arguments, dropped */
-    PARAMS,         /* (int, char): a parameter list, dropped */
-    QUALIFIED,      /* <X as Trait> up to " as ", and <impl X for Y>: kept */
+    GENERIC,         /* <T, A>: template or generic arguments, dropped */
+    PARAMS,          /* (int, char): a parameter list, dropped */
+    QUALIFIED,       /* <X as Trait> up to " as ", and <impl X for Y>: kept */
     QUALIFIED_TRAIT, /* the " as Trait" part of <X as Trait>: dropped */
-    KEPT_PAREN,     /* parentheses inside kept text, as in <impl Fn() -> u8> */
-    DECLTYPE,       /* decltype(...) of a return type, dropped */
+    KEPT_PAREN,      /* parentheses inside kept text, as in <impl Fn() -> u8> */
+    DECLTYPE,        /* decltype(...) of a return type, dropped */
 };
 
 /* Whether the text inside a bracket is dropped. */
@@ -103,9 +103,9 @@ static const char *const kept_prefixes[] = {
 
 /* Operator tokens after "operator", longest first so "<<=" wins over "<<". */
 static const char *const operator_tokens[] = {
-    "()", "[]", "->*", "<=>", "<<=", ">>=", "->", "<<", ">>", "<=", ">=", "==", "!=", "&&",
-    "||", "++", "--", "+=", "-=", "*=", "/=", "%=", "&=", "|=", "^=", "<", ">", "+", "-",
-    "*", "/", "%", "&", "|", "^", "!", "~", "=", ",",
+    "()", "[]", "->*", "<=>", "<<=", ">>=", "->", "<<", ">>", "<=", ">=", "==", "!=",
+    "&&", "||", "++",  "--",  "+=",  "-=",  "*=", "/=", "%=", "&=", "|=", "^=", "<",
+    ">",  "+",  "-",   "*",   "/",   "%",   "&",  "|",  "^",  "!",  "~",  "=",  ",",
 };
 
 /* The state of one simplification. */
@@ -115,8 +115,8 @@ struct simplifier {
     char *out;
     size_t o; /* characters written to out */
     enum bracket stack[SIMPLIFY_MAX_DEPTH];
-    size_t depth;    /* open brackets, including those past the stack */
-    size_t skipping; /* open brackets whose text is dropped */
+    size_t depth;      /* open brackets, including those past the stack */
+    size_t skipping;   /* open brackets whose text is dropped */
     bool after_params; /* past a top-level parameter list: drop up to "::" */
 };
 

@@ -14,15 +14,31 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+
 #include <microhttpd.h>
 
+#include "access.h"
 #include "heap_profile.h"
 #include "metrics.h"
 #include "pprof.h"
 #include "query.h"
 
-struct http_server {
+/* One listening socket and what its requests may do. */
+struct listener {
+    struct daemon_ctx *ctx;
+    int is_unix;            /* peers identified by SO_PEERCRED */
+    const char *token;      /* required bearer token, or NULL */
     struct MHD_Daemon *mhd;
+};
+
+struct http_server {
+    struct listener tcp;
+    struct listener unix_sock;
+    char token[ACCESS_MAX_TOKEN + 1];
+    char unix_path[108];
 };
 
 /* Queues a response that takes ownership of `body` (malloc'd). */
@@ -51,6 +67,26 @@ static enum MHD_Result respond_text(struct daemon_ctx *ctx, struct MHD_Connectio
     if (asprintf(&body, "%s\n", line) < 0)
         return MHD_NO;
     return respond(conn, status, body, strlen(body), "text/plain; charset=utf-8");
+}
+
+/* 401 with the challenge a client needs to know what to send. */
+static enum MHD_Result respond_unauthorized(struct daemon_ctx *ctx, struct MHD_Connection *conn)
+{
+    atomic_fetch_add(&ctx->request_errors, 1);
+    char *body = strdup("a bearer token is required: Authorization: Bearer <token>\n");
+    if (!body)
+        return MHD_NO;
+    struct MHD_Response *r =
+        MHD_create_response_from_buffer(strlen(body), body, MHD_RESPMEM_MUST_FREE);
+    if (!r) {
+        free(body);
+        return MHD_NO;
+    }
+    MHD_add_response_header(r, "Content-Type", "text/plain; charset=utf-8");
+    MHD_add_response_header(r, "WWW-Authenticate", "Bearer realm=\"heapprofd\"");
+    enum MHD_Result ret = MHD_queue_response(conn, MHD_HTTP_UNAUTHORIZED, r);
+    MHD_destroy_response(r);
+    return ret;
 }
 
 /* The HTTP status for an -errno from attaching or building. */
@@ -115,7 +151,7 @@ static int read_counts(struct daemon_ctx *ctx, const struct profile_query *q,
 
 /* GET /debug/pprof/heap and /debug/pprof/allocs. */
 static enum MHD_Result serve_profile(struct daemon_ctx *ctx, struct MHD_Connection *conn,
-                                     int default_alloc)
+                                     const struct caller *who, int default_alloc)
 {
     struct query_parse qp = {0};
     char err[512];
@@ -128,7 +164,13 @@ static enum MHD_Result serve_profile(struct daemon_ctx *ctx, struct MHD_Connecti
         snprintf(err, sizeof(err), "BPF unavailable: %s", ctx->bpf_error);
         return respond_text(ctx, conn, MHD_HTTP_SERVICE_UNAVAILABLE, err);
     }
-    int e = targets_ensure(ctx->targets, qp.q.pid, err, sizeof(err));
+    int e = access_may_profile(who, qp.q.pid);
+    if (e == -EACCES) {
+        snprintf(err, sizeof(err), "uid %u may not profile process %d, which is not its own",
+                 (unsigned)who->uid, (int)qp.q.pid);
+        return respond_text(ctx, conn, MHD_HTTP_FORBIDDEN, err);
+    }
+    e = targets_ensure(ctx->targets, qp.q.pid, err, sizeof(err));
     if (e)
         return respond_text(ctx, conn, status_of(e), err);
 
@@ -235,7 +277,8 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
 {
     (void)version;
     (void)upload_data;
-    struct daemon_ctx *ctx = cls;
+    struct listener *l = cls;
+    struct daemon_ctx *ctx = l->ctx;
     /* MHD calls twice per request: once for the headers, once to answer. */
     if (*req_cls == NULL) {
         *req_cls = (void *)1;
@@ -250,14 +293,25 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
         return respond_text(ctx, conn, MHD_HTTP_METHOD_NOT_ALLOWED, "only GET is served");
     if (strcmp(url, "/healthz") == 0)
         return respond_text(ctx, conn, MHD_HTTP_OK, "ok");
+    struct caller who = {0};
+    if (l->is_unix) {
+        const union MHD_ConnectionInfo *ci =
+            MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+        if (!ci || access_peer_credentials(ci->connect_fd, &who) != 0)
+            return respond_text(ctx, conn, MHD_HTTP_FORBIDDEN, "peer credentials unknown");
+    } else if (l->token) {
+        const char *auth = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Authorization");
+        if (!access_token_matches(auth, l->token))
+            return respond_unauthorized(ctx, conn);
+    }
     if (strcmp(url, "/metrics") == 0)
         return serve_metrics(ctx, conn);
     if (strcmp(url, "/debug/pprof/") == 0 || strcmp(url, "/debug/pprof") == 0)
         return serve_index(ctx, conn);
     if (strcmp(url, "/debug/pprof/heap") == 0)
-        return serve_profile(ctx, conn, 0);
+        return serve_profile(ctx, conn, &who, 0);
     if (strcmp(url, "/debug/pprof/allocs") == 0)
-        return serve_profile(ctx, conn, 1);
+        return serve_profile(ctx, conn, &who, 1);
     return respond_text(ctx, conn, MHD_HTTP_NOT_FOUND,
                         "not found: try /debug/pprof/heap?pid=N, /debug/pprof/, /metrics");
 }
@@ -290,30 +344,93 @@ static int make_address(const char *host, uint16_t port, struct sockaddr_storage
     return -EINVAL;
 }
 
-int http_server_start(struct daemon_ctx *ctx, const char *host, uint16_t port,
+/* Starts one MHD daemon for listener `l`, on `addr` or an open socket `fd`. */
+static int start_listener(struct listener *l, unsigned flags, const struct sockaddr_storage *addr,
+                          int fd)
+{
+    l->mhd = addr ? MHD_start_daemon(flags, 0, NULL, NULL, handle, l, MHD_OPTION_SOCK_ADDR, addr,
+                                     MHD_OPTION_CONNECTION_LIMIT, (unsigned)HTTP_MAX_CONNECTIONS,
+                                     MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)HTTP_IDLE_TIMEOUT,
+                                     MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+                                     (size_t)HTTP_CONNECTION_MEMORY, MHD_OPTION_END)
+                  : MHD_start_daemon(flags, 0, NULL, NULL, handle, l, MHD_OPTION_LISTEN_SOCKET, fd,
+                                     MHD_OPTION_CONNECTION_LIMIT, (unsigned)HTTP_MAX_CONNECTIONS,
+                                     MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)HTTP_IDLE_TIMEOUT,
+                                     MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+                                     (size_t)HTTP_CONNECTION_MEMORY, MHD_OPTION_END);
+    return l->mhd ? 0 : -(errno ? errno : EADDRINUSE);
+}
+
+/* A listening unix socket at `path` that every local user may connect to:
+ * requests are authorized by the peer's credentials, not by the file mode. */
+static int open_unix_socket(const char *path, char *err, size_t errlen)
+{
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    struct stat st;
+    if (strlen(path) >= sizeof(sa.sun_path)) {
+        snprintf(err, errlen, "unix socket path %s is too long", path);
+        return -ENAMETOOLONG;
+    }
+    snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+    if (lstat(path, &st) == 0 && S_ISSOCK(st.st_mode))
+        unlink(path); /* left by an earlier run */
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 || chmod(path, 0666) != 0 ||
+        listen(fd, HTTP_MAX_CONNECTIONS) != 0) {
+        int e = errno;
+        snprintf(err, errlen, "listen on unix socket %s: %s", path, strerror(e));
+        if (fd >= 0)
+            close(fd);
+        return -e;
+    }
+    return fd;
+}
+
+int http_server_start(struct daemon_ctx *ctx, const struct http_listen *how,
                       struct http_server **out, char *err, size_t errlen)
 {
     struct sockaddr_storage ss;
     int ipv6;
-    if (make_address(host, port, &ss, &ipv6) != 0) {
-        snprintf(err, errlen, "listen address '%s' is not an IPv4 or IPv6 address", host);
+    if (make_address(how->host, how->port, &ss, &ipv6) != 0) {
+        snprintf(err, errlen, "listen address '%s' is not an IPv4 or IPv6 address", how->host);
         return -EINVAL;
+    }
+    if (!how->allow_remote && !access_is_loopback(how->host)) {
+        snprintf(err, errlen, "refusing to listen on %s, which is not a loopback address: "
+                 "profiles expose process internals; set allow-remote (and token-file) to do it",
+                 how->host);
+        return -EPERM;
     }
     struct http_server *s = calloc(1, sizeof(*s));
     if (!s)
         return -ENOMEM;
+    s->tcp.ctx = s->unix_sock.ctx = ctx;
+    if (how->token) {
+        snprintf(s->token, sizeof(s->token), "%s", how->token);
+        s->tcp.token = s->token;
+    }
     unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD;
-    if (ipv6)
-        flags |= MHD_USE_IPv6;
-    s->mhd = MHD_start_daemon(flags, port, NULL, NULL, handle, ctx, MHD_OPTION_SOCK_ADDR, &ss,
-                              MHD_OPTION_CONNECTION_LIMIT, (unsigned)HTTP_MAX_CONNECTIONS,
-                              MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)HTTP_IDLE_TIMEOUT,
-                              MHD_OPTION_END);
-    if (!s->mhd) {
-        int e = errno ? errno : EADDRINUSE;
-        snprintf(err, errlen, "listen on %s:%u: %s", host, (unsigned)port, strerror(e));
+    int e = start_listener(&s->tcp, flags | (ipv6 ? MHD_USE_IPv6 : 0), &ss, -1);
+    if (e) {
+        snprintf(err, errlen, "listen on %s:%u: %s", how->host, (unsigned)how->port,
+                 strerror(-e));
         free(s);
-        return -e;
+        return e;
+    }
+    if (how->unix_path) {
+        int fd = open_unix_socket(how->unix_path, err, errlen);
+        s->unix_sock.is_unix = 1;
+        e = fd < 0 ? fd : start_listener(&s->unix_sock, flags, NULL, fd);
+        if (e) {
+            if (fd >= 0) {
+                snprintf(err, errlen, "serve unix socket %s: %s", how->unix_path, strerror(-e));
+                close(fd);
+            }
+            MHD_stop_daemon(s->tcp.mhd);
+            free(s);
+            return e;
+        }
+        snprintf(s->unix_path, sizeof(s->unix_path), "%s", how->unix_path);
     }
     *out = s;
     return 0;
@@ -323,6 +440,10 @@ void http_server_stop(struct http_server *s)
 {
     if (!s)
         return;
-    MHD_stop_daemon(s->mhd);
+    MHD_stop_daemon(s->tcp.mhd);
+    if (s->unix_sock.mhd) {
+        MHD_stop_daemon(s->unix_sock.mhd);
+        unlink(s->unix_path);
+    }
     free(s);
 }

@@ -17,10 +17,23 @@
 /* Seconds an idle connection is kept. */
 #define HTTP_IDLE_TIMEOUT 30
 
+/* Per-connection memory MHD may use for a request's headers and query:
+ * profile requests are short, so a bigger request is refused. */
+#define HTTP_CONNECTION_MEMORY (32 * 1024)
+
 struct http_server;
 
-/* Starts serving on host:port; -errno with a reason in `err` if it cannot. */
-int http_server_start(struct daemon_ctx *ctx, const char *host, uint16_t port,
+/* Where and how to listen. */
+struct http_listen {
+    const char *host;       /* TCP address; loopback unless allow_remote */
+    uint16_t port;
+    int allow_remote;       /* a non-loopback host is refused unless set */
+    const char *token;      /* TCP requests need "Authorization: Bearer TOKEN"; NULL: none */
+    const char *unix_path;  /* a unix socket listener too (peer credentials); NULL: none */
+};
+
+/* Starts serving; -errno with a reason in `err` if it cannot. */
+int http_server_start(struct daemon_ctx *ctx, const struct http_listen *how,
                       struct http_server **out, char *err, size_t errlen);
 /* Stops serving and waits for the connections' threads. */
 void http_server_stop(struct http_server *s);

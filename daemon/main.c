@@ -12,6 +12,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "access.h"
 #include "bpf_state.h"
 #include "daemon_ctx.h"
 #include "http_server.h"
@@ -172,11 +173,26 @@ int main(int argc, char **argv)
     if (ctx.targets)
         target_rules_scan(&opts, attach_matching, &scan);
 
-    struct http_server *server;
-    if (http_server_start(&ctx, opts.listen_host, opts.listen_port, &server, err, sizeof(err))) {
+    char token[ACCESS_MAX_TOKEN + 1];
+    if (opts.token_file[0] &&
+        access_read_token(opts.token_file, token, sizeof(token), err, sizeof(err)) != 0) {
         fprintf(stderr, "heapprofd: %s\n", err);
         return 1;
     }
+    struct http_listen how = {
+        .host = opts.listen_host,
+        .port = opts.listen_port,
+        .allow_remote = opts.allow_remote,
+        .token = opts.token_file[0] ? token : NULL,
+        .unix_path = opts.unix_path[0] ? opts.unix_path : NULL,
+    };
+    struct http_server *server;
+    if (http_server_start(&ctx, &how, &server, err, sizeof(err))) {
+        fprintf(stderr, "heapprofd: %s\n", err);
+        return 1;
+    }
+    if (how.unix_path)
+        fprintf(stderr, "heapprofd: listening on unix socket %s\n", how.unix_path);
     fprintf(stderr, "heapprofd: listening on %s:%u\n", opts.listen_host,
             (unsigned)opts.listen_port);
     sd_notify_send("READY=1");

@@ -35,6 +35,10 @@ void options_usage(FILE *out)
             "  --pin-dir DIR            where BPF maps are pinned to survive restarts\n"
             "                           (default %s; 'none' to not pin)\n"
             "  --config FILE            read settings from FILE (name = value lines)\n"
+            "  --unix PATH              also serve on a unix socket; callers may profile\n"
+            "                           only their own processes unless root\n"
+            "  --token-file FILE        TCP requests need 'Authorization: Bearer <token>'\n"
+            "  --allow-remote           allow a non-loopback --listen address\n"
             "  --probe-layout L         auto (default), session, multi or classic\n"
             "  --max-stacks N, --max-counts N, --max-live N, --max-pending N\n"
             "                           BPF map sizes (defaults in docs/operations.md)\n"
@@ -109,6 +113,9 @@ static const struct {
     {"pin-dir", "an absolute directory path, or none"},
     {"config", "a file path"},
     {"probe-layout", "auto, session, multi or classic"},
+    {"unix", "an absolute socket path"},
+    {"token-file", "an absolute file path"},
+    {"allow-remote", "yes or no"},
     {"max-stacks", "a number of entries in 16..16777216"},
     {"max-counts", "a number of entries in 16..16777216"},
     {"max-live", "a number of entries in 16..16777216"},
@@ -161,6 +168,16 @@ static int set_option(struct options *o, const char *name, const char *v)
         return set_path(o->config_path, sizeof(o->config_path), v);
     if (strcmp(name, "probe-layout") == 0)
         return parse_layout(v, &o->layout);
+    if (strcmp(name, "unix") == 0)
+        return v[0] == '/' ? set_path(o->unix_path, sizeof(o->unix_path), v) : -EINVAL;
+    if (strcmp(name, "token-file") == 0)
+        return v[0] == '/' ? set_path(o->token_file, sizeof(o->token_file), v) : -EINVAL;
+    if (strcmp(name, "allow-remote") == 0) {
+        if (strcmp(v, "yes") != 0 && strcmp(v, "no") != 0)
+            return -EINVAL;
+        o->allow_remote = strcmp(v, "yes") == 0;
+        return 0;
+    }
     uint32_t *size = strcmp(name, "max-stacks") == 0    ? &o->map_sizes.stacks
                      : strcmp(name, "max-counts") == 0  ? &o->map_sizes.counts
                      : strcmp(name, "max-live") == 0    ? &o->map_sizes.live
@@ -267,6 +284,9 @@ int options_parse(int argc, char **argv, struct options *o, char *err, size_t er
         {"pin-dir", required_argument, NULL, 0},
         {"config", required_argument, NULL, 0},
         {"probe-layout", required_argument, NULL, 0},
+        {"unix", required_argument, NULL, 0},
+        {"token-file", required_argument, NULL, 0},
+        {"allow-remote", optional_argument, NULL, 0},
         {"max-stacks", required_argument, NULL, 0},
         {"max-counts", required_argument, NULL, 0},
         {"max-live", required_argument, NULL, 0},
@@ -297,8 +317,10 @@ int options_parse(int argc, char **argv, struct options *o, char *err, size_t er
                 }
                 continue;
             }
-            if (strcmp(name, "config") != 0 && set_option(o, name, optarg) != 0) {
-                bad_value(err, errlen, "--", name, optarg);
+            /* A flag without a value (--allow-remote) means yes. */
+            const char *value = optarg ? optarg : "yes";
+            if (strcmp(name, "config") != 0 && set_option(o, name, value) != 0) {
+                bad_value(err, errlen, "--", name, value);
                 return -EINVAL;
             }
         }

@@ -43,6 +43,9 @@ struct options {
     size_t max_targets;        /* processes profiled at once */
     char pin_dir[256];         /* "" : maps are not pinned */
     char config_path[256];     /* "" : no config file */
+    char unix_path[108];       /* "" : no unix socket listener */
+    char token_file[256];      /* "" : no bearer token required */
+    int allow_remote;          /* a non-loopback --listen address is allowed */
     enum probe_layout layout;  /* LAYOUT_AUTO unless --probe-layout says */
     struct bpf_map_sizes map_sizes; /* --max-stacks etc.; 0: hp_limits.h's */
     int show_help;

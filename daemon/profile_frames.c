@@ -22,8 +22,8 @@
 
 /* What a mapping's locations have all had so far (pprof's has_* flags). */
 struct mapping_state {
-    int64_t id;              /* pprof id, 0 until added */
-    struct cached_elf *elf;  /* a cache reference, or NULL */
+    int64_t id;             /* pprof id, 0 until added */
+    struct cached_elf *elf; /* a cache reference, or NULL */
     bool elf_tried;
     bool functions, filenames, line_numbers, inline_frames;
 };
@@ -61,8 +61,12 @@ int profile_frames_new(pid_t pid, const struct proc_maps *maps, struct symbol_ca
     struct profile_frames *t = calloc(1, sizeof(*t));
     if (!t)
         return -ENOMEM;
-    *t = (struct profile_frames){.pid = pid, .symbolize = symbolize, .maps = maps,
-                                 .cache = cache, .p = p, .nslots = FRAME_TABLE_INITIAL};
+    *t = (struct profile_frames){.pid = pid,
+                                 .symbolize = symbolize,
+                                 .maps = maps,
+                                 .cache = cache,
+                                 .p = p,
+                                 .nslots = FRAME_TABLE_INITIAL};
     t->ms = calloc(maps->n ? maps->n : 1, sizeof(*t->ms));
     t->slots = calloc(t->nslots, sizeof(*t->slots));
     if (!t->ms || !t->slots) {
@@ -176,11 +180,15 @@ static int64_t gap_id(struct profile_frames *t, uint64_t pc)
 bool profile_frames_is_allocator_line(const struct sym_line *l)
 {
     static const char *const shims[] = {
-        "operator new",  "operator new[]", "__rust_alloc",  "__rust_alloc_zeroed",
-        "__rust_realloc", "__rg_alloc",    "__rg_alloc_zeroed", "__rg_realloc",
-        "__rdl_alloc",   "__rdl_alloc_zeroed", "__rdl_realloc",
+        "operator new",   "operator new[]",     "__rust_alloc",      "__rust_alloc_zeroed",
+        "__rust_realloc", "__rg_alloc",         "__rg_alloc_zeroed", "__rg_realloc",
+        "__rdl_alloc",    "__rdl_alloc_zeroed", "__rdl_realloc",
     };
-    if (allocator_is_allocator_symbol(l->system_name))
+    /* glibc names its functions' internal aliases __GI_<name>, and DWARF
+     * gives the alias as the linkage name: __GI___libc_malloc */
+    const char *plain =
+        strncmp(l->system_name, "__GI_", 5) == 0 ? l->system_name + 5 : l->system_name;
+    if (allocator_is_allocator_symbol(plain))
         return true;
     /* The last component: "__rustc::__rust_alloc", "std::alloc::...::__rdl_alloc" */
     const char *last = l->name;
@@ -237,9 +245,6 @@ static int resolve(struct profile_frames *t, struct frame_slot *s, bool may_skip
         return s->location < 0 ? (int)s->location : 0;
     }
     size_t i = (size_t)(m - t->maps->v);
-    int64_t mid = mapping_id(t, i);
-    if (mid < 0)
-        return (int)mid;
     struct sym_frame f = {.n = 0};
     struct cached_elf *e = proc_mapping_is_file(m) ? mapping_elf(t, i) : NULL;
     if (e && (t->symbolize || may_skip)) {
@@ -256,9 +261,10 @@ static int resolve(struct profile_frames *t, struct frame_slot *s, bool may_skip
         size_t from = alloc_lines < f.n ? alloc_lines : 0;
         if (!t->symbolize)
             from = f.n;
-        if (t->symbolize)
+        int64_t mid = mapping_id(t, i); /* only mappings with locations are added */
+        if (mid > 0 && t->symbolize)
             note_lines(&t->ms[i], &f, from);
-        s->location = add_location(t, (uint64_t)mid, pc, &f, from);
+        s->location = mid < 0 ? mid : add_location(t, (uint64_t)mid, pc, &f, from);
     }
     sym_frame_free(&f);
     return s->location < 0 ? (int)s->location : 0;

@@ -42,7 +42,9 @@ void symbol_cache_set_limits(struct symbol_cache *c, size_t max_entries, uint64_
                              int64_t idle_ns)
 {
     pthread_mutex_lock(&c->lock);
-    c->max_entries = max_entries < SYMBOL_CACHE_ENTRIES ? max_entries : SYMBOL_CACHE_ENTRIES;
+    c->max_entries = max_entries < 1                      ? 1
+                     : max_entries < SYMBOL_CACHE_ENTRIES ? max_entries
+                                                          : SYMBOL_CACHE_ENTRIES;
     c->max_bytes = max_bytes;
     c->idle_ns = idle_ns;
     pthread_mutex_unlock(&c->lock);

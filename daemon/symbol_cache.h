@@ -68,25 +68,25 @@ struct file_id {
 
 /* One open file. */
 struct cached_elf {
-    char build_id[2 * 64 + 1];      /* hex, "" if the file has none; set before sharing */
-    struct symbolizer *sym;         /* set before sharing; used under `lock` */
-    pthread_mutex_t lock;           /* one lookup at a time through `sym` */
+    char build_id[2 * 64 + 1]; /* hex, "" if the file has none; set before sharing */
+    struct symbolizer *sym;    /* set before sharing; used under `lock` */
+    pthread_mutex_t lock;      /* one lookup at a time through `sym` */
     struct file_id files[SYMBOL_CACHE_ALIASES]; /* under the cache lock */
-    unsigned nfiles;                /* under the cache lock */
-    uint64_t bytes;                 /* under the cache lock */
-    unsigned refs;                  /* under the cache lock */
-    int64_t last_used_ns;           /* under the cache lock */
-    bool in_table;                  /* under the cache lock; false: freed at the last put */
+    unsigned nfiles;                            /* under the cache lock */
+    uint64_t bytes;                             /* under the cache lock */
+    unsigned refs;                              /* under the cache lock */
+    int64_t last_used_ns;                       /* under the cache lock */
+    bool in_table; /* under the cache lock; false: freed at the last put */
 };
 
 /* The cache: a table of entries under one lock. */
 struct symbol_cache {
     pthread_mutex_t lock;
     struct cached_elf *entries[SYMBOL_CACHE_ENTRIES];
-    size_t max_entries;   /* SYMBOL_CACHE_ENTRIES unless tests lower it */
-    uint64_t max_bytes;   /* SYMBOL_CACHE_MAX_BYTES unless tests lower it */
-    int64_t idle_ns;      /* SYMBOL_CACHE_IDLE_SECONDS in ns */
-    uint64_t bytes;       /* sum of the entries' bytes */
+    size_t max_entries; /* SYMBOL_CACHE_ENTRIES unless tests lower it */
+    uint64_t max_bytes; /* SYMBOL_CACHE_MAX_BYTES unless tests lower it */
+    int64_t idle_ns;    /* SYMBOL_CACHE_IDLE_SECONDS in ns */
+    uint64_t bytes;     /* sum of the entries' bytes */
     uint64_t hits, misses, evictions;
 };
 

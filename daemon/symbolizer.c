@@ -27,6 +27,7 @@
 
 #include "debug_link.h"
 #include "demangle.h"
+#include "symbol_memo.h"
 #include "symbolizer_names.h"
 
 /* The longest build ID we show; GNU ld makes 20-byte SHA-1 IDs, some tools 16 or 32. */
@@ -47,7 +48,8 @@ struct symbolizer {
     dev_t dev;
     ino_t ino;
     uint64_t file_bytes, debug_bytes;
-    char *debug_path; /* the debug file found, NULL if none */
+    char *debug_path;         /* the debug file found, NULL if none */
+    struct symbol_memo *memo; /* frames named already */
 };
 
 /* The fields of `z` the debug search needs. */
@@ -67,8 +69,8 @@ static struct debug_target target_of(const struct symbolizer *z)
 
 /* libdwfl's request for a debug file: the file's own separate debug file,
  * or (named by the debug file) a dwz supplementary file. */
-static int find_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname,
-                          Dwarf_Addr base, const char *file_name, const char *debuglink_file,
+static int find_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname, Dwarf_Addr base,
+                          const char *file_name, const char *debuglink_file,
                           GElf_Word debuglink_crc, char **debuginfo_file_name)
 {
     (void)mod, (void)modname, (void)base, (void)file_name, (void)debuglink_crc;
@@ -145,7 +147,8 @@ int symbolizer_open(const char *open_path, const char *root, const char *path,
         return -ENOMEM;
     z->root = strdup(root ? root : "");
     z->path = strdup(path ? path : "");
-    if (!z->root || !z->path)
+    z->memo = symbol_memo_new();
+    if (!z->root || !z->path || !z->memo)
         goto out;
     int fd = open(open_path, O_RDONLY | O_CLOEXEC);
     struct stat st;
@@ -195,6 +198,7 @@ void symbolizer_close(struct symbolizer *z)
     free(z->root);
     free(z->path);
     free(z->debug_path);
+    symbol_memo_free(z->memo);
     free(z);
 }
 
@@ -217,7 +221,7 @@ int symbolizer_offset_to_vaddr(const struct symbolizer *z, uint64_t offset, uint
 
 uint64_t symbolizer_bytes(const struct symbolizer *z)
 {
-    return z->file_bytes + z->debug_bytes;
+    return z->file_bytes + z->debug_bytes + symbol_memo_bytes(z->memo);
 }
 
 const char *symbolizer_debug_path(const struct symbolizer *z)
@@ -243,17 +247,19 @@ static Dwarf_Word udata(Dwarf_Die *die, unsigned name)
 }
 
 /*
- * Names the real (not inlined) function at module address `addr` from the
- * symbol table when DWARF gives it no linkage name: static functions and
- * compiler-made ones (_GLOBAL__sub_I_...) are named there as addr2line and
- * pprof name them, with their parameters. Keeps the DWARF name otherwise.
+ * Names the real (not inlined) C++ or Rust function at module address
+ * `addr` from the symbol table when DWARF gives it no linkage name: static
+ * functions and compiler-made ones (_GLOBAL__sub_I_...) are named there as
+ * addr2line and pprof name them, with their parameters. C's DWARF names
+ * are the functions' own (the symbol table may hold only an internal alias,
+ * as glibc's __GI___libc_malloc). Keeps the DWARF name otherwise.
  */
-static int prefer_symbol(struct symbolizer *z, Dwarf_Die *die, GElf_Addr addr,
+static int prefer_symbol(struct symbolizer *z, Dwarf_Die *die, int lang, GElf_Addr addr,
                          struct sym_line *l)
 {
     GElf_Off off;
     GElf_Sym sym;
-    if (sym_has_linkage_name(die))
+    if (!sym_lang_has_scopes(lang) || sym_has_linkage_name(die))
         return 0;
     const char *name = dwfl_module_addrinfo(z->mod, addr, &off, &sym, NULL, NULL, NULL);
     if (!name || !name[0])
@@ -279,8 +285,7 @@ static bool may_hold_code(int tag)
 {
     return tag == DW_TAG_subprogram || tag == DW_TAG_namespace || tag == DW_TAG_class_type ||
            tag == DW_TAG_structure_type || tag == DW_TAG_union_type ||
-           tag == DW_TAG_lexical_block || tag == DW_TAG_inlined_subroutine ||
-           tag == DW_TAG_module;
+           tag == DW_TAG_lexical_block || tag == DW_TAG_inlined_subroutine || tag == DW_TAG_module;
 }
 
 /*
@@ -365,7 +370,7 @@ static int dwarf_lines(struct symbolizer *z, Dwarf_Die *cu, Dwarf_Addr pc, GElf_
         l->line = lineno;
         f->n++;
         if (tag != DW_TAG_inlined_subroutine) {
-            err = prefer_symbol(z, s, addr, l);
+            err = prefer_symbol(z, s, lang, addr, l);
             break;
         }
         /* The next line out is where this inlined call was made. */
@@ -406,18 +411,21 @@ static int symtab_line(struct symbolizer *z, Dwarf_Die *cu, Dwarf_Addr dwpc, GEl
 
 int symbolizer_lookup(struct symbolizer *z, uint64_t vaddr, struct sym_frame *out)
 {
-    out->n = 0;
-    out->from_dwarf = false;
+    int err = symbol_memo_get(z->memo, vaddr, out);
+    if (err != -ENOENT)
+        return err;
+    err = 0;
     GElf_Addr addr = vaddr + z->bias;
     Dwarf_Addr dwbias = 0;
     Dwarf_Die *cu = dwfl_module_addrdie(z->mod, addr, &dwbias);
-    int err = 0;
     if (cu) {
         err = dwarf_lines(z, cu, addr - dwbias, addr, out);
         out->from_dwarf = err == 0 && out->n > 0;
     }
     if (err == 0 && out->n == 0)
         err = symtab_line(z, cu, addr - dwbias, addr, out);
+    if (err == 0)
+        err = symbol_memo_put(z->memo, vaddr, out);
     if (err)
         sym_frame_free(out);
     return err;

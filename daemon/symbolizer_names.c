@@ -80,8 +80,8 @@ static Dwarf_Die declaration_of(Dwarf_Die *die)
 
 static bool is_type_scope(int tag)
 {
-    return tag == DW_TAG_class_type || tag == DW_TAG_structure_type ||
-           tag == DW_TAG_union_type || tag == DW_TAG_interface_type;
+    return tag == DW_TAG_class_type || tag == DW_TAG_structure_type || tag == DW_TAG_union_type ||
+           tag == DW_TAG_interface_type;
 }
 
 /* Appends the name of one enclosing scope and "::"; nothing for blocks. */
@@ -127,8 +127,7 @@ static void append_qualified(struct name_buf *b, Dwarf_Die *die, int lang, int d
     append(b, name ? name : "??");
 }
 
-/* Whether names in this language live in namespaces and types. */
-static bool qualifies_names(int lang)
+bool sym_lang_has_scopes(int lang)
 {
     return lang == DW_LANG_C_plus_plus || lang == DW_LANG_C_plus_plus_03 ||
            lang == DW_LANG_C_plus_plus_11 || lang == DW_LANG_C_plus_plus_14 ||
@@ -158,7 +157,7 @@ int sym_names_of_die(Dwarf_Die *die, int lang, struct sym_line *l)
     }
     struct name_buf b = {.len = 0};
     b.s[0] = '\0';
-    if (qualifies_names(lang)) {
+    if (sym_lang_has_scopes(lang)) {
         append_qualified(&b, die, lang, 0);
     } else {
         const char *name = string_attr(die, DW_AT_name);

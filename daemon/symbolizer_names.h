@@ -19,6 +19,10 @@
 
 #include "symbolizer.h"
 
+/* Whether names in language `lang` (DW_LANG_*) live in namespaces and
+ * types, and so have linkage names that carry them (C++, Rust, D). */
+bool sym_lang_has_scopes(int lang);
+
 /* Whether `die` (a function scope) has a linkage name, directly or through
  * its abstract origin or specification. */
 bool sym_has_linkage_name(Dwarf_Die *die);

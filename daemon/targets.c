@@ -115,9 +115,10 @@ int targets_adopt(struct targets *t, char *err, size_t errlen)
     return adopted;
 }
 
-/* Destroys the probes of a target and forgets its BPF state. Slow (each
- * probe's removal waits for RCU), so callers do it outside the lock. */
-static uint64_t release(struct targets *t, struct target *tg, int keep_state)
+/* Destroys the probes of a target and forgets its BPF state, but keeps `tg`
+ * itself. Slow (each probe's removal waits for RCU), so callers do it
+ * outside the lock. */
+static uint64_t release_probes(struct targets *t, struct target *tg, int keep_state)
 {
     struct bpf_state *bpf = t->bpf;
     uint64_t t0 = now_ns();
@@ -130,6 +131,13 @@ static uint64_t release(struct targets *t, struct target *tg, int keep_state)
         bpf_state_forget_process(bpf, (uint32_t)tg->pid);
     if (t->unwind)
         unwind_manager_forget(t->unwind, tg->pid);
+    return took;
+}
+
+/* release_probes(), then frees `tg`: for targets no slot points to any more. */
+static uint64_t release(struct targets *t, struct target *tg, int keep_state)
+{
+    uint64_t took = release_probes(t, tg, keep_state);
     free(tg);
     return took;
 }
@@ -398,19 +406,25 @@ void targets_reap(struct targets *t)
     pthread_mutex_unlock(&t->lock);
 
     /* Requests go on meanwhile; the slots stay taken so no new target
-     * reuses them (or the pid's BPF state) before the old one is gone. */
+     * reuses them (or the pid's BPF state) before the old one is gone. The
+     * targets are freed only once their slots are cleared: until then
+     * requests read them under the lock to see that they are detaching
+     * (ASan found targets_list() reading a freed one). */
     uint64_t took = 0;
-    for (size_t k = 0; k < n; k++)
-        took = release(t, t->slot[gone[k]], 0);
+    struct target *dead[HP_MAX_TARGETS];
+    for (size_t k = 0; k < n; k++) {
+        dead[k] = t->slot[gone[k]];
+        took = release_probes(t, dead[k], 0);
+    }
 
     pthread_mutex_lock(&t->lock);
     for (size_t k = 0; k < n; k++) {
+        free(dead[k]);
         t->slot[gone[k]] = NULL;
         t->detached_total++;
         t->last_detach_ns = took;
         bpf_state_persist_target(t->bpf, (uint32_t)gone[k], 0, 0);
     }
-    /* After the slots of the released targets are cleared: release() freed them. */
     pid_t live[HP_MAX_TARGETS];
     size_t nlive = 0;
     for (size_t i = 0; i < HP_MAX_TARGETS; i++)

@@ -86,20 +86,19 @@ struct build {
     size_t rows_cap;
 };
 
-/* Makes room for one more element of `size` bytes in *v (holding n of *cap). */
-static int grow(void **v, size_t n, size_t *cap, size_t size)
+/* Makes room for one more element of `size` bytes in `v` (holding n of *cap);
+ * returns the array, perhaps moved, or NULL (then `v` is still valid). */
+static void *grow(void *v, size_t n, size_t *cap, size_t size)
 {
     if (n < *cap)
-        return 0;
+        return v;
     size_t ncap = *cap ? *cap * 2 : GROW_MIN;
     if (ncap < *cap || ncap > SIZE_MAX / size)
-        return -ENOMEM;
-    void *nv = realloc(*v, ncap * size);
-    if (!nv)
-        return -ENOMEM;
-    *v = nv;
-    *cap = ncap;
-    return 0;
+        return NULL;
+    void *nv = realloc(v, ncap * size);
+    if (nv)
+        *cap = ncap;
+    return nv;
 }
 
 /* Reads a DW_EH_PE_* encoded pointer at *p (< end); `field_vaddr` is where *p is loaded. */
@@ -275,13 +274,17 @@ static int scan_section(struct build *b, const struct cfi_section *s, enum cfi_s
         if (next == (Dwarf_Off)-1 || next <= off)
             break;
         if (r == 0 && dwarf_cfi_cie_p(&e)) {
-            if (grow((void **)&b->cies, b->ncies, &b->cies_cap, sizeof(*b->cies)))
+            struct cie_entry *cies = grow(b->cies, b->ncies, &b->cies_cap, sizeof(*cies));
+            if (!cies)
                 return -ENOMEM;
+            b->cies = cies;
             parse_cie(&e.cie, off, &b->cies[b->ncies++]);
         } else if (r == 0) {
             b->out->fdes++;
-            if (grow((void **)&b->fdes, b->nfdes, &b->fdes_cap, sizeof(*b->fdes)))
+            struct fde_entry *fdes = grow(b->fdes, b->nfdes, &b->fdes_cap, sizeof(*fdes));
+            if (!fdes)
                 return -ENOMEM;
+            b->fdes = fdes;
             b->fdes[b->nfdes++] = (struct fde_entry){.off = off,
                                                      .cie_off = e.fde.CIE_pointer,
                                                      .ins = e.fde.start,
@@ -338,8 +341,10 @@ static int add_row(void *ctx, uint64_t vaddr, const struct hp_unwind_row *row)
         return 0;
     if (t->n >= UNWIND_TABLE_MAX_ROWS)
         return -E2BIG;
-    if (grow((void **)&t->rows, t->n, &b->rows_cap, sizeof(*t->rows)))
+    struct hp_unwind_row *rows = grow(t->rows, t->n, &b->rows_cap, sizeof(*rows));
+    if (!rows)
         return -ENOMEM;
+    t->rows = rows;
     t->rows[t->n] = *row;
     t->rows[t->n].pc = pc;
     t->n++;

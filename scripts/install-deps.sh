@@ -9,4 +9,5 @@ apt-get install -y -qq --no-install-recommends \
     libbpf-dev libelf-dev libdw-dev libmicrohttpd-dev zlib1g-dev \
     golang-go python3 curl gdb binutils libjemalloc2 libtcmalloc-minimal4 libmimalloc2.0 \
     ca-certificates \
+    libiberty-dev xz-utils golang-github-google-pprof-dev \
     libclang-rt-14-dev llvm >/dev/null # libFuzzer and ASan for clang; llvm-symbolizer

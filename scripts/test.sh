@@ -21,7 +21,7 @@ failed=()
 # The sanitizers' settings for build-asan; ctest hands them to the tests, and
 # the integration tests to the daemon. Leaks are reported when the daemon
 # exits on SIGTERM; a report on its stderr fails the test (heapprof_harness.py).
-export ASAN_OPTIONS="detect_leaks=1:abort_on_error=0:detect_stack_use_after_return=1"
+export ASAN_OPTIONS="detect_leaks=1:abort_on_error=0"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
 
 echo "=== build: normal build, all tests"

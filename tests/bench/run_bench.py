@@ -18,7 +18,7 @@ configurations:
                      workload starts its measured loop;
   heapprofd-classic  the same with --probe-layout classic (perf-event
                      uprobe/uretprobe pairs, the fallback of older kernels);
-and, with --breakdown (on by default; --no-breakdown leaves them out), two
+and, unless --no-breakdown, two more
 that split heapprofd's cost above floor-emulated into its parts:
   floor-session      the same do-nothing entry probes in one uprobe session
                      link whose program returns 1 (no return probe ever):
@@ -40,10 +40,12 @@ exited and heapprofd_detached_total has gone up (polled, at most 5 s),
 heapprofd_last_detach_seconds. The harness waits for that detach before the
 next run, so no detach overlaps a measured loop.
 
-Then (not with --no-sampled) heapprofd runs with --sample-interval 1 in
-both layouts, every allocation sampled, 1 thread: minus the default-interval
-run of the same layout that estimates the cost of one sampled allocation
-(stack walk and map updates, its free included).
+And (not with --no-sampled), in the same interleaving, 1 thread only:
+  heapprofd-every, heapprofd-classic-every  heapprofd with --sample-interval 1
+                     in each layout, every allocation sampled; minus the
+                     default-interval run of the same layout, that estimates
+                     the cost of one sampled allocation (stack walk and map
+                     updates, its return probe and its free included).
 
 With --bpf-stats the kernel's BPF run-time statistics are on for the run
 (BPF_ENABLE_STATS, held by an fd, so they go off when the harness ends) and
@@ -97,9 +99,13 @@ CONFIGS = {
     "floor-emulated": ("floor", "emulated", "cheap"),
     "floor-session": ("floor", "session", "cheap"),
     "heapprofd": ("heapprofd", "auto", "cheap"),
-    "heapprofd-classic": ("heapprofd", "classic", "classic"),
+    "heapprofd-classic": ("heapprofd", "classic", "cheap"),
     "heapprofd-unsampled": ("heapprofd", "unsampled", "cheap"),
+    "heapprofd-every": ("heapprofd", "auto-every", "sampled"),
+    "heapprofd-classic-every": ("heapprofd", "classic-every", "sampled"),
 }
+# Every-allocation-sampled configuration -> its default-interval counterpart.
+SAMPLED = {"heapprofd-every": "heapprofd", "heapprofd-classic-every": "heapprofd-classic"}
 # Daemon key -> heapprofd arguments.
 DAEMONS = {
     "auto": [],
@@ -126,14 +132,15 @@ def parse_args():
     p.add_argument("--bench", required=True, help="path of malloc_bench")
     p.add_argument("--floor", required=True, help="path of floor_probes")
     p.add_argument("--heapprofd", help="path of heapprofd (omit to skip its configurations)")
-    # Emulated entry probes cost ~1 us a pair here: 1M pairs take ~1 s a run.
-    p.add_argument("--iterations", type=int, default=1_000_000,
-                   help="pairs per thread under emulated entry probes (floor-emulated, "
-                        "heapprofd) (default 1000000)")
-    # A single-stepped free and a return probe cost ~11-13 us a pair: 150k
-    # pairs take ~2 s a run.
-    p.add_argument("--classic-iterations", type=int, default=150_000,
-                   help="pairs per thread under the classic layouts (default 150000)")
+    # Emulated entry probes cost ~1-1.5 us a pair here: 500k pairs take
+    # ~0.5-0.8 s a run.
+    p.add_argument("--iterations", type=int, default=500_000,
+                   help="pairs per thread under probes on emulated instructions (every "
+                        "configuration but bare and floor-classic) (default 500000)")
+    # A single-stepped free and a return probe cost ~11 us a pair: 100k
+    # pairs take ~1.1 s a run.
+    p.add_argument("--classic-iterations", type=int, default=100_000,
+                   help="pairs per thread under floor-classic (default 100000)")
     # Bare pairs cost ~10 ns; 10M of them take ~0.1 s, long enough to time.
     p.add_argument("--bare-iterations", type=int, default=10_000_000,
                    help="pairs per thread when bare (default 10000000)")
@@ -318,11 +325,13 @@ class Daemon:
         stop(self.proc)
 
 
-def run_once(args, config, threads, iterations, daemon=None, timing=None, stats=None):
+def run_once(args, config, threads, iterations, daemon=None, timing=None, stats=None,
+             info=None):
     """One workload run in one configuration; returns its ns per pair.
 
-    With a daemon, appends (GET wall s, attach s, detach s) to timing. With
-    stats (a list), appends (BPF ns per pair, BPF program runs per pair).
+    With a daemon, appends (GET wall s, attach s, detach s) to timing and
+    sets info["samples"] to the samples the run took. With stats (a list),
+    appends (BPF ns per pair, BPF program runs per pair).
     """
     kind, param, _ = CONFIGS[config]
     work = subprocess.Popen([args.bench, str(threads), str(iterations), str(args.size)],
@@ -343,7 +352,9 @@ def run_once(args, config, threads, iterations, daemon=None, timing=None, stats=
             if line != "attached":
                 raise BenchError(f"floor_probes said {line!r}, not 'attached'")
         elif kind == "heapprofd":
-            detached_before = daemon.metrics()["heapprofd_detached_total"]
+            m = daemon.metrics()
+            detached_before = m["heapprofd_detached_total"]
+            samples_before = m["heapprofd_samples_total"]
             wall, attach_s = daemon.attach(pid)
         prober = probes.pid if probes else daemon.proc.pid if daemon else None
         if stats is not None and prober:
@@ -368,6 +379,8 @@ def run_once(args, config, threads, iterations, daemon=None, timing=None, stats=
                       file=sys.stderr)
             if timing is not None:
                 timing.append((wall, attach_s, detach_s))
+            if info is not None:
+                info["samples"] = daemon.metrics()["heapprofd_samples_total"] - samples_before
         return float(m.group(1))
     finally:
         stop(work, signal.SIGKILL)
@@ -377,6 +390,24 @@ def run_once(args, config, threads, iterations, daemon=None, timing=None, stats=
                 probes.wait(timeout=10)
             except subprocess.TimeoutExpired:
                 stop(probes)
+
+
+def run_retrying(args, config, threads, iterations, daemons, timings, stats, info):
+    """run_once, but a daemon that ended under us (something outside sent it
+    SIGTERM: seen on shared machines) is restarted and the run repeated, twice at most."""
+    key = CONFIGS[config][1]
+    for attempt in range(3):
+        try:
+            return run_once(args, config, threads, iterations, daemons.get(key),
+                            timings.get(key), stats, info)
+        except BenchError as e:
+            d = daemons.get(key)
+            if d is None or d.proc.poll() is None or attempt == 2:
+                raise
+            print(f"bench: heapprofd ({key}) ended during a run ({str(e).splitlines()[0]}); "
+                  f"restarting it and repeating the run", file=sys.stderr)
+            daemons[key] = Daemon(args.heapprofd, DAEMONS[key])
+    raise AssertionError("not reached")
 
 
 def fmt_ratio(x):
@@ -467,31 +498,19 @@ def print_bpf_stats(configs, thread_counts, bpf_stats):
         print("  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths))))
 
 
-def measure_sampled(args, medians, daemons):
-    """Estimates the cost of one sampled allocation per layout with --sample-interval 1."""
-    results = {}
-    for key in ("auto-every", "classic-every"):
-        daemons[key] = Daemon(args.heapprofd, DAEMONS[key])
-    configs = (("auto-every", "heapprofd"), ("classic-every", "heapprofd-classic"))
-    before = {key: daemons[key].metrics()["heapprofd_samples_total"] for key, _ in configs}
-    for rep in range(args.repeats):
-        for key, base_config in configs:
-            v = run_once(args, base_config, 1, args.sampled_iterations, daemons[key])
-            results.setdefault(key, []).append(v)
-            if args.verbose:
-                print(f"run {rep + 1}/{args.repeats} {base_config} --sample-interval 1 "
-                      f"threads=1: {v:.1f} ns/pair", file=sys.stderr)
+def print_sampled(args, medians, daemons, samples):
+    """The cost of one sampled allocation per layout: --sample-interval 1 minus default."""
     print(f"\nevery allocation sampled (--sample-interval 1), 1 thread, "
-          f"{args.sampled_iterations} pairs, median of {args.repeats}:")
-    for key, base_config in configs:
-        every = statistics.median(results[key])
+          f"{args.sampled_iterations} pairs, median of {args.repeats} (interleaved with the "
+          f"above):")
+    for config, base_config in SAMPLED.items():
+        every = medians[(config, 1)]
         base = medians[(base_config, 1)]
-        samples = daemons[key].metrics()["heapprofd_samples_total"] - before[key]
+        key = CONFIGS[config][1]
         print(f"  {base_config} ({daemons[key].layout}): {every:.1f} ns/pair, "
-              f"{samples / args.repeats:.0f} samples a run; cost per sampled allocation, its "
-              f"free included: ~{every - base:.0f} ns (minus {base:.1f}, the default-interval "
+              f"{samples[config] / args.repeats:.0f} samples a run; cost per sampled allocation, "
+              f"its free included: ~{every - base:.0f} ns (minus {base:.1f}, the default-interval "
               f"run)")
-    return results
 
 
 def main():
@@ -504,61 +523,68 @@ def main():
         configs += ["heapprofd", "heapprofd-classic"]
         if args.breakdown:
             configs.append("heapprofd-unsampled")
+    # The every-allocation-sampled runs go in the same interleaving, 1 thread only.
+    sampled_configs = list(SAMPLED) if args.heapprofd and not args.no_sampled \
+        and 1 in args.threads else []
     iterations = {"bare": args.bare_iterations, "cheap": args.iterations,
-                  "classic": args.classic_iterations}
+                  "classic": args.classic_iterations, "sampled": args.sampled_iterations}
     daemons = {}
-    results, timings, sampled, bpf_stats = {}, {}, {}, {}
+    results, timings, bpf_stats, samples = {}, {}, {}, {}
     started = time.monotonic()
+    print(f"malloc({args.size}) + free pairs per thread: bare {args.bare_iterations}; "
+          f"floor-classic {args.classic_iterations}; --sample-interval 1 runs "
+          f"{args.sampled_iterations}; the others {args.iterations}; median of {args.repeats} "
+          f"interleaved runs", flush=True)
     stats_fd = enable_bpf_stats() if args.bpf_stats else None
     try:
-        for config in configs:
+        for config in configs + sampled_configs:
             kind, key, _ = CONFIGS[config]
             if kind == "heapprofd":
                 daemons[key] = Daemon(args.heapprofd, DAEMONS[key])
-                timings[key] = []
+                if config not in sampled_configs:
+                    timings[key] = []
         for threads in args.threads:
             for rep in range(args.repeats):
-                for config in configs:
+                for config in configs + (sampled_configs if threads == 1 else []):
                     kind, key, cls = CONFIGS[config]
                     stats = bpf_stats.setdefault((config, threads), []) if args.bpf_stats \
                         else None
-                    v = run_once(args, config, threads, iterations[cls], daemons.get(key),
-                                 timings.get(key), stats)
+                    info = {}
+                    v = run_retrying(args, config, threads, iterations[cls], daemons, timings,
+                                     stats, info)
+                    samples[config] = samples.get(config, 0) + info.get("samples", 0)
                     results.setdefault((config, threads), []).append(v)
                     if args.verbose:
                         print(f"run {rep + 1}/{args.repeats} {config} threads={threads}: "
                               f"{v:.1f} ns/pair", file=sys.stderr)
-        medians = {k: statistics.median(v) for k, v in results.items()}
-        spreads = {k: (min(v), max(v)) for k, v in results.items()}
-        print(f"malloc({args.size}) + free pairs per thread: bare {args.bare_iterations}; "
-              f"floor-classic, heapprofd-classic {args.classic_iterations}; the others "
-              f"{args.iterations}; median of {args.repeats} interleaved runs")
-        if args.heapprofd:
-            print("heapprofd layouts: " + ", ".join(
-                f"{c} = {daemons[CONFIGS[c][1]].layout} links" for c in configs
-                if CONFIGS[c][0] == "heapprofd"))
-        else:
-            print("(no --heapprofd given: heapprofd configurations skipped)")
-        print_table(configs, args.threads, medians, spreads)
-        if args.heapprofd:
-            print_targets(args.threads, medians, daemons["auto"].layout)
-            print_attach(timings, {k: d.layout for k, d in daemons.items()})
-        if args.bpf_stats:
-            print_bpf_stats(configs, args.threads, bpf_stats)
-        if args.heapprofd and not args.no_sampled and 1 in args.threads:
-            sampled = measure_sampled(args, medians, daemons)
     finally:
         for d in daemons.values():
             d.close()
         if stats_fd is not None:
             os.close(stats_fd)
+
+    medians = {k: statistics.median(v) for k, v in results.items()}
+    spreads = {k: (min(v), max(v)) for k, v in results.items()}
+    if args.heapprofd:
+        print("heapprofd layouts: " + ", ".join(
+            f"{c} = {daemons[CONFIGS[c][1]].layout} links" for c in configs
+            if CONFIGS[c][0] == "heapprofd"))
+    else:
+        print("(no --heapprofd given: heapprofd configurations skipped)")
+    print_table(configs, args.threads, medians, spreads)
+    if args.heapprofd:
+        print_targets(args.threads, medians, daemons["auto"].layout)
+        print_attach(timings, {k: d.layout for k, d in daemons.items()})
+    if args.bpf_stats:
+        print_bpf_stats(configs + sampled_configs, args.threads, bpf_stats)
+    if sampled_configs:
+        print_sampled(args, medians, daemons, samples)
     print(f"\nbench: took {time.monotonic() - started:.0f} s")
 
     missing = [(c, t) for t in args.threads for c in configs if (c, t) not in results]
+    missing += [(c, 1) for c in sampled_configs if (c, 1) not in results]
     missing += [k for k, runs in timings.items()
                 if not runs or any(x is None for r in runs for x in r)]
-    if args.heapprofd and not args.no_sampled and 1 in args.threads:
-        missing += [k for k in ("auto-every", "classic-every") if k not in sampled]
     if missing:
         print(f"bench: no number for {missing}", file=sys.stderr)
         return 1

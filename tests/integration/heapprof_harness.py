@@ -5,6 +5,7 @@ runner that reports `N passed, N failed`.
 Environment (set by tests/integration/CMakeLists.txt):
   HEAPPROFD  path of the heapprofd binary
   WORKLOADS  directory of the built workloads (build/tests/workloads)
+  HEAPPROF_SANITIZED  "1" when the daemon is built with ASan+UBSan
   CI         "true" on CI. These tests never skip: a missing BPF, a daemon
              that does not start or a missing `go` is a failure, with the
              reason, in CI and outside it alike.
@@ -27,6 +28,9 @@ import urllib.request
 HEAPPROFD = os.environ.get("HEAPPROFD", "")
 WORKLOADS = os.environ.get("WORKLOADS", "")
 IN_CI = os.environ.get("CI", "").lower() == "true"
+# The daemon is built with ASan+UBSan (build-asan): its memory use and speed
+# are the sanitizers', so bounds on them do not apply.
+SANITIZED = os.environ.get("HEAPPROF_SANITIZED") == "1"
 
 # How long the daemon may take to print its listening line (BPF load, attach).
 LISTEN_TIMEOUT_S = 10.0
@@ -103,13 +107,20 @@ class Response:
         return self.body.decode("utf-8", "replace")
 
 
-def request(url, timeout=REQUEST_TIMEOUT_S):
-    """GETs url; returns a Response for any status (4xx and 5xx included)."""
+def request(url, timeout=REQUEST_TIMEOUT_S, headers=None):
+    """GETs url (with extra headers if given); returns a Response for any
+    status (4xx and 5xx included)."""
     try:
-        with _OPENER.open(url, timeout=timeout) as r:
+        with _OPENER.open(urllib.request.Request(url, headers=headers or {}),
+                          timeout=timeout) as r:
             return Response(r.status, dict(r.headers), r.read())
     except urllib.error.HTTPError as e:
         return Response(e.code, dict(e.headers), e.read())
+
+
+def request_with_headers(url, headers, timeout=REQUEST_TIMEOUT_S):
+    """GETs url with the given request headers; returns a Response."""
+    return request(url, timeout, headers)
 
 
 def get(url, timeout=REQUEST_TIMEOUT_S):

@@ -8,9 +8,14 @@ pointers must be the stacks gdb's backtrace shows at the same malloc calls.
    size argument is one of the workload's five site sizes. Each site's
    sampled stack must equal gdb's, frame for frame, from gdb's #1 (#0 is
    malloc; our leaf is malloc's caller) to the outermost frame, past main
-   to _start (`set backtrace past-main on`). See compare_stacks for what
-   "equal" means; in short: the same code address in the same file for
-   every frame, and the same function name in the workload's own files.
+   to _start (`set backtrace past-main on`). "Equal" (same_frame): the
+   same code address in the same file for every frame, and the same
+   function name in the workload's own files; gdb's inline and tail-call
+   frames, which are not on the machine stack, are left out
+   (comparable_gdb_frames). The five sites: a 14-frame chain crossing the
+   shared library both ways with 5-deep recursion and a VLA frame, a tail
+   call, an alloca frame, a signal handler (see the test of that site for
+   what is compared past the signal frame), and a malloc inside the library.
 2. Debian's python3 (no .symtab: many of its functions have no name) runs a
    script whose allocate_here() allocates 100 KB bytes objects, under
    heapprofd at a 65536-byte interval: at least 90% of its samples (by count
@@ -21,10 +26,11 @@ pointers must be the stacks gdb's backtrace shows at the same malloc calls.
 3. /metrics after each run: the heapprofd_unwind_* counters are printed, and
    stacks must have been walked with tables.
 
-The comparison is by address because names cannot be: gdb names libc's
-frames from DWARF (__GI___libc_malloc, __libc_start_main_impl), we from the
-symbol table (malloc, __libc_start_main), and python3's static functions
-have no name at all. Addresses are compared as (file, file offset): gdb's
+The comparison is by address because names alone cannot be: the same code
+can have several names (gdb names libc's frames from DWARF:
+__GI___libc_malloc, __libc_start_main_impl; heapprofd may use the symbol
+table: malloc, __libc_start_main), and python3's static functions have no
+name at all. Addresses are compared as (file, file offset): gdb's
 frame pc and our location address (a return address minus one, see
 docs/design.md) + 1. gdb's process and ours map the files at different
 addresses (ASLR), so each side's addresses are turned into file offsets with

@@ -164,8 +164,20 @@ static void unbalanced_names_stay_in_bounds(void)
 {
     /* Hostile or truncated names: the output never outgrows the input. */
     static const char *const names[] = {
-        "<<<<<<", ">>>>", "((((", "))))", "{{{{", "}}}", "operator", "foo::operator",
-        "a<b(c{d", "<x as", " as ", "decltype (", "(anonymous namespace", "operator new",
+        "<<<<<<",
+        ">>>>",
+        "((((",
+        "))))",
+        "{{{{",
+        "}}}",
+        "operator",
+        "foo::operator",
+        "a<b(c{d",
+        "<x as",
+        " as ",
+        "decltype (",
+        "(anonymous namespace",
+        "operator new",
     };
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
         char out[64];

@@ -2,11 +2,13 @@
  * test_symbolizer.c - the symbolizer against addr2line on programs built at
  * test time: every call site's inlined calls, names, files and lines; debug
  * files found by build ID (in a process root) and by .gnu_debuglink; names
- * from .dynsym alone and from MiniDebugInfo; and the symbol cache's bounds.
+ * from .dynsym alone and from MiniDebugInfo; and the bounds of the symbol
+ * cache and of each file's memo of named addresses.
  */
 #include "check.h"
 #include "proc_maps.h"
 #include "symbol_cache.h"
+#include "symbol_memo.h"
 #include "symbolizer.h"
 
 #include <errno.h>
@@ -30,7 +32,8 @@ static const char PROG[] =
     "namespace demo {\n"
     "template <typename T> struct Box {\n"
     "  T *items[8]; int n = 0;\n"
-    "  __attribute__((noinline)) void add() { items[n++] = static_cast<T *>(std::malloc(sizeof(T))); }\n"
+    "  __attribute__((noinline)) void add() { items[n++] = static_cast<T "
+    "*>(std::malloc(sizeof(T))); }\n"
     "};\n"
     "inline __attribute__((always_inline)) void *inner(std::size_t n) { return std::malloc(n); }\n"
     "inline __attribute__((always_inline)) void *outer(std::size_t n) { return inner(n + 1); }\n"
@@ -385,6 +388,41 @@ static void the_cache_shares_files_and_keeps_its_bounds(void)
     proc_maps_free(&maps);
 }
 
+static void the_memo_remembers_copies_within_its_bound(void)
+{
+    struct symbol_memo *m = symbol_memo_new();
+    CHECK(m != NULL);
+    if (!m)
+        return;
+    char name[300];
+    memset(name, 'a', sizeof(name) - 1);
+    name[sizeof(name) - 1] = '\0';
+    struct sym_frame f = {.n = 1, .from_dwarf = true};
+    f.lines[0] = (struct sym_line){.name = name, .system_name = name, .file = "x.c", .line = 7};
+    /* 50000 frames of ~700 bytes: several times the bound */
+    uint64_t most = 0;
+    for (uint64_t a = 0; a < 50000; a++) {
+        if (symbol_memo_put(m, a, &f) != 0)
+            break;
+        if (symbol_memo_bytes(m) > most)
+            most = symbol_memo_bytes(m);
+    }
+    CHECK(most <= SYMBOL_MEMO_MAX_BYTES);
+    CHECK(most > SYMBOL_MEMO_MAX_BYTES / 2);
+    struct sym_frame got;
+    CHECK_INT_EQ(symbol_memo_get(m, 49999, &got), 0);
+    CHECK_INT_EQ(got.n, 1);
+    if (got.n == 1) {
+        CHECK_STR_EQ(got.lines[0].name, name);
+        CHECK_STR_EQ(got.lines[0].file, "x.c");
+        CHECK_INT_EQ(got.lines[0].line, 7);
+        CHECK(got.from_dwarf);
+    }
+    sym_frame_free(&got);
+    CHECK_INT_EQ(symbol_memo_get(m, 0, &got), -ENOENT); /* forgotten when it started over */
+    symbol_memo_free(m);
+}
+
 int main(void)
 {
     if (!mkdtemp(dir)) {
@@ -405,6 +443,7 @@ int main(void)
         RUN_TEST(inlined_lambdas_are_named_by_their_scopes);
     }
     RUN_TEST(the_cache_shares_files_and_keeps_its_bounds);
+    RUN_TEST(the_memo_remembers_copies_within_its_bound);
     sh("rm -rf %s", dir);
     return check_exit_code();
 }

@@ -176,6 +176,8 @@ static void check_table_shape(const struct unwind_table *t)
 {
     size_t ucfa = 0, urbp = 0, bad = 0;
     CHECK(t->n > 0 && t->n <= UNWIND_TABLE_MAX_ROWS);
+    if (t->n == 0)
+        return;
     for (size_t i = 0; i < t->n; i++) {
         const struct hp_unwind_row *r = &t->rows[i], *p = i ? &t->rows[i - 1] : NULL;
         ucfa += r->cfa_type == HP_CFA_UNSUPPORTED;
@@ -303,6 +305,13 @@ static void plt_stubs_get_plt_rows(void)
     struct unwind_table t;
     char path[PATH_MAX];
     uint64_t plt, size;
+
+    /* libc's own PLT (calls into ld.so and its IFUNC-resolved string functions). */
+    CHECK_INT_EQ(unwind_table_build(LIBC, &t), 0);
+    CHECK(section(LIBC, ".plt", &plt, &size, NULL) && size > 16);
+    for (uint64_t a = plt + 16; a < plt + size; a++)
+        CHECK_ROW(&t, a, HP_CFA_PLT, 11, HP_RBP_SAME, 0);
+    unwind_table_free(&t);
 
     snprintf(path, sizeof(path), "%s/prog", tmpdir);
     if (build_tmp("prog", &t) == 0 && section(path, ".plt", &plt, &size, NULL)) {

@@ -1,0 +1,594 @@
+"""heapprofd as a service, with real processes: processes matched by the
+target rules (comm, exe, cgroup) are picked up within 3 s of their start;
+a process that exits is detached within 3 s and answers 404; a reused pid
+never shows its predecessor's allocations; exec attaches afresh; SIGHUP
+rereads the config; a restart keeps the in-use totals exact (pinned maps)
+and a daemon with another sample interval refuses the pinned maps; /metrics
+is valid Prometheus text whose counters follow what happened.
+
+One daemon (--sample-interval 1, a config file with one rule of each kind)
+serves most tests; the restart test runs its own two. The rules name things
+made for this run only (a symlink to a workload, a copy of one, a cgroup),
+so other processes on the machine never match them.
+"""
+
+import contextlib
+import os
+import re
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+
+import heapprof_harness as h
+
+# The issue's bounds: a matching process is attached, and an exited one
+# detached, within this long (the daemon scans every second).
+ATTACH_TIMEOUT_S = 3.0
+DETACH_TIMEOUT_S = 3.0
+# How often the tests poll the index and /metrics.
+POLL_S = 0.05
+
+# Totals per leaf function of exact.c at --sample-interval 1, as in
+# test_exact.py (keep the three in step).
+EXACT_EXPECTED = {
+    "alloc_small": [1000, 100000, 1000, 100000],
+    "alloc_big": [10, 1000000, 10, 1000000],
+    "alloc_freed": [500, 32000, 0, 0],
+    "alloc_calloc": [200, 40000, 200, 40000],
+    "alloc_realloc": [200, 31000, 100, 30000],
+    "alloc_realloc_null": [50, 6400, 50, 6400],
+    "alloc_posix_memalign": [20, 5120, 20, 5120],
+    "alloc_aligned": [30, 15360, 30, 15360],
+    "alloc_reallocarray": [40, 5120, 40, 5120],
+}
+# Allocations exact.c makes (every one a sample at interval 1).
+EXACT_ALLOCATIONS = sum(v[0] for v in EXACT_EXPECTED.values())
+
+# rounds.c after each of its three rounds (keep in step with rounds.c).
+ROUNDS_EXPECTED = [
+    {"round1_alloc": [300, 300000, 300, 300000]},
+    {"round1_alloc": [300, 300000, 200, 200000],
+     "round2_alloc": [40, 200000, 40, 200000]},
+    {"round1_alloc": [300, 300000, 0, 0],
+     "round2_alloc": [40, 200000, 0, 0],
+     "round3_alloc": [10, 10000, 10, 10000]},
+]
+
+# execs.c (keep in step).
+BEFORE_EXEC = {"before_exec_alloc": [100, 70000, 100, 70000]}
+AFTER_EXEC = {"after_exec_alloc": [50, 45000, 50, 45000]}
+
+# A short tag for this run's names (comm names keep 15 characters).
+TAG = str(os.getpid() % 100000)
+
+# The shared daemon and what its rules match; set by service_daemon().
+STATE = {}
+
+
+# --- Helpers -------------------------------------------------------------------
+
+def wait_until(condition, timeout, what):
+    """Polls condition() until it is true; returns the seconds it took, or
+    fails after timeout seconds saying what was awaited."""
+    start = time.monotonic()
+    while True:
+        if condition():
+            return time.monotonic() - start
+        if time.monotonic() - start > timeout:
+            raise h.Failure(f"{what}: not within {timeout:.1f} s")
+        time.sleep(POLL_S)
+
+
+def profiled_pids(d):
+    """The pids the index (/debug/pprof/) lists as profiled."""
+    r = d.request("/debug/pprof/")
+    h.check_equal(r.status, 200, "GET /debug/pprof/: status")
+    return {int(p) for p in re.findall(r"heap\?pid=(\d+)", r.text())}
+
+
+def wait_attached(d, pid, what):
+    """Waits (at most ATTACH_TIMEOUT_S) until the index lists pid; returns the time taken."""
+    try:
+        return wait_until(lambda: pid in profiled_pids(d), ATTACH_TIMEOUT_S,
+                          f"{what}: pid {pid} attached")
+    except h.Failure as e:
+        raise h.Failure(f"{e}; heapprofd stderr:\n{d.stderr()}") from None
+
+
+def wait_detached(d, pid, what):
+    """Waits (at most DETACH_TIMEOUT_S) until the index no longer lists pid."""
+    return wait_until(lambda: pid not in profiled_pids(d), DETACH_TIMEOUT_S,
+                      f"{what}: pid {pid} detached")
+
+
+def totals(d, pid):
+    """Totals per leaf function in the heap profile of pid."""
+    return h.totals_by_leaf(h.decode(d.profile(f"/debug/pprof/heap?pid={pid}")).samples)
+
+
+def check_totals(got, expected, what):
+    """Fails unless got has exactly the expected leaves and totals (leaves
+    with all four values zero are allowed besides)."""
+    wrong = [f"{fn}: expected {want}, got {got.get(fn)}"
+             for fn, want in expected.items() if got.get(fn) != want]
+    extra = [f"{fn}: {v}" for fn, v in got.items() if fn not in expected and any(v)]
+    h.check(not wrong and not extra,
+            f"{what}: wrong totals: {wrong}; unexpected leaves: {extra}; all: {got}")
+
+
+def check_exact_profile(d, pid, what):
+    """Fails unless the heap profile of pid is exactly one run of exact.c."""
+    check_totals(totals(d, pid), EXACT_EXPECTED, what)
+
+
+def write_file(path, text, mode="w"):
+    """Writes (or appends) text to path."""
+    with open(path, mode) as f:
+        f.write(text)
+
+
+# --- /metrics ----------------------------------------------------------------------
+
+_NAME = r"[a-zA-Z_:][a-zA-Z0-9_:]*"
+_SAMPLE_RE = re.compile(rf"^({_NAME})(?:\{{(.*)\}})? (\S+)(?: (-?\d+))?$")
+_LABEL_RE = re.compile(r'\s*([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\\n]|\\[\\"n])*)"\s*(?:,|$)')
+_TYPES = ("counter", "gauge", "histogram", "summary", "untyped")
+_SUFFIXES = {"histogram": ("_bucket", "_sum", "_count"), "summary": ("", "_sum", "_count")}
+
+
+def parse_labels(text, line):
+    """Parses the inside of {...} into a tuple of (name, value); fails if malformed."""
+    labels, pos = [], 0
+    while pos < len(text):
+        m = _LABEL_RE.match(text, pos)
+        h.check(m is not None and m.end() > pos, f"/metrics: malformed labels in {line!r}")
+        labels.append((m.group(1), m.group(2)))
+        pos = m.end()
+    names = [n for n, _ in labels]
+    h.check(len(names) == len(set(names)), f"/metrics: a label repeats in {line!r}")
+    return tuple(labels)
+
+
+def parse_metrics(text):
+    """Checks that text is valid Prometheus text exposition (every line a
+    `# HELP`, `# TYPE`, other comment or sample; a TYPE for every family
+    before its samples, at most one HELP and TYPE each; the samples of a
+    family contiguous; no sample twice; values numbers) and returns
+    {(name, labels): value}, labels a tuple of (name, value) pairs."""
+    h.check(text.endswith("\n"), "/metrics: does not end with a newline")
+    samples = {}
+    types, helps = {}, set()
+    finished = set()   # families whose samples are over
+    current = None     # the family of the last line
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        if line.startswith("#"):
+            parts = line.split(None, 3)
+            if len(parts) >= 3 and parts[1] in ("HELP", "TYPE"):
+                name = parts[2]
+                h.check(re.fullmatch(_NAME, name), f"/metrics: bad metric name in {line!r}")
+                h.check(name not in finished, f"/metrics: family {name} is split: {line!r}")
+                if current is not None and current != name:
+                    finished.add(current)
+                current = name
+                if parts[1] == "HELP":
+                    h.check(name not in helps, f"/metrics: second HELP for {name}")
+                    helps.add(name)
+                else:
+                    h.check(len(parts) == 4 and parts[3] in _TYPES,
+                            f"/metrics: bad TYPE line {line!r}")
+                    h.check(name not in types, f"/metrics: second TYPE for {name}")
+                    types[name] = parts[3]
+            continue
+        m = _SAMPLE_RE.match(line)
+        h.check(m is not None, f"/metrics: not a sample line: {line!r}")
+        name, label_text, value = m.group(1), m.group(2) or "", m.group(3)
+        family = None
+        for fam, typ in types.items():
+            if name == fam or name in (fam + s for s in _SUFFIXES.get(typ, ())):
+                family = fam if family is None or len(fam) > len(family) else family
+        h.check(family is not None, f"/metrics: sample {name} has no TYPE line before it")
+        h.check(family == current, f"/metrics: sample {name} outside its family's block "
+                                   f"(the last family was {current})")
+        try:
+            number = float(value)
+        except ValueError:
+            raise h.Failure(f"/metrics: value {value!r} is not a number: {line!r}") from None
+        key = (name, parse_labels(label_text, line))
+        h.check(key not in samples, f"/metrics: sample {key} appears twice")
+        samples[key] = number
+    h.check(samples, "/metrics: no samples")
+    for (name, _), value in samples.items():
+        if types.get(name) == "counter":
+            h.check(value >= 0, f"/metrics: counter {name} is negative: {value}")
+    return samples
+
+
+def metrics(d):
+    """GETs /metrics, checks its format (parse_metrics) and content type, and
+    returns {name: value} for the samples without labels, plus
+    {(name, labels): value} for all under the key 'labelled'."""
+    r = d.request("/metrics")
+    h.check_equal(r.status, 200, "GET /metrics: status")
+    h.check(r.headers.get("content-type", "").startswith("text/plain"),
+            f"GET /metrics: content type {r.headers.get('content-type')!r}, expected text/plain")
+    samples = parse_metrics(r.text())
+    plain = {name: value for (name, labels), value in samples.items() if not labels}
+    plain["labelled"] = samples
+    return plain
+
+
+def metric(d, name):
+    """One unlabelled metric's value; fails if there is none."""
+    m = metrics(d)
+    h.check(name in m, f"/metrics has no {name}")
+    return m[name]
+
+
+# --- Fixtures -------------------------------------------------------------------
+
+def cgroup2_mount():
+    """(mount point, root within the hierarchy) of a cgroup v2 mount, /sys/fs/cgroup
+    preferred; None if there is none."""
+    found = []
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            left, _, right = line.partition(" - ")
+            if right.split()[0] == "cgroup2":
+                fields = left.split()
+                found.append((fields[4], fields[3]))
+    found.sort(key=lambda mp: (mp[0] != "/sys/fs/cgroup", len(mp[0])))
+    return found[0] if found else None
+
+
+@contextlib.contextmanager
+def cgroup_for_test(tmp):
+    """A fresh cgroup v2 directory: yields (its path on disk, its path as
+    /proc/PID/cgroup shows it). Uses a mounted cgroup2 (/sys/fs/cgroup on
+    unified hosts, /sys/fs/cgroup/unified on hybrid ones), or mounts one in
+    tmp if none is."""
+    mounted_here = None
+    mount = cgroup2_mount()
+    if mount is None:
+        mounted_here = os.path.join(tmp, "cgroup2")
+        os.mkdir(mounted_here)
+        r = subprocess.run(["mount", "-t", "cgroup2", "none", mounted_here],
+                           capture_output=True, text=True)
+        h.check(r.returncode == 0, f"no cgroup2 mounted, and mounting one failed: {r.stderr}")
+        mount = (mounted_here, "/")
+    point, root = mount
+    name = f"heapprofd-test-{TAG}"
+    disk = os.path.join(point, name)
+    os.mkdir(disk)
+    try:
+        yield disk, os.path.normpath(os.path.join(root, name))
+    finally:
+        # The kernel empties the cgroup once its processes are reaped.
+        for _ in range(50):
+            try:
+                os.rmdir(disk)
+                break
+            except OSError:
+                time.sleep(0.1)
+        if mounted_here:
+            subprocess.run(["umount", mounted_here], capture_output=True)
+
+
+@contextlib.contextmanager
+def service_daemon():
+    """The shared daemon: --sample-interval 1 and a config file with a comm,
+    an exe and a cgroup rule for this run's workloads."""
+    tmp = tempfile.mkdtemp(prefix="heapprofd-service-")
+    try:
+        with cgroup_for_test(tmp) as (cgroup_disk, cgroup_rule):
+            bin_dir = os.path.join(tmp, "bin")
+            os.mkdir(bin_dir)
+            exact = os.path.join(h.WORKLOADS, "exact")
+            # comm comes from the name exec'd: a symlink gives exact a name of its own.
+            comm = f"hpc{TAG}"
+            os.symlink(exact, os.path.join(bin_dir, comm))
+            # A name that no rule matches until the SIGHUP test adds one.
+            hup_comm = f"hph{TAG}"
+            os.symlink(exact, os.path.join(bin_dir, hup_comm))
+            # /proc/PID/exe names the file itself: a copy is an executable of its own.
+            exe = os.path.join(tmp, "exe", "hpsvc-exact")
+            os.mkdir(os.path.dirname(exe))
+            shutil.copy2(exact, exe)
+            exe = os.path.realpath(exe)
+            config = os.path.join(tmp, "heapprofd.conf")
+            write_file(config, f"# test_service.py\ncomm = {comm}\nexe = {exe}\n"
+                               f"cgroup = {cgroup_rule}\n")
+            with h.Daemon("--sample-interval", "1", "--config", config) as d:
+                STATE.update(daemon=d, tmp=tmp, bin_dir=bin_dir, comm=comm, hup_comm=hup_comm,
+                             exe=exe, config=config, cgroup_disk=cgroup_disk,
+                             cgroup_rule=cgroup_rule)
+                yield
+                d.check_alive("after all tests")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def daemon():
+    """The shared daemon."""
+    return STATE["daemon"]
+
+
+def comm_workload():
+    """exact.c under the name the comm rule matches."""
+    return h.Workload(os.path.join(STATE["bin_dir"], STATE["comm"]))
+
+
+class SpawnedWorkload(h.Workload):
+    """A workload started by spawn_with_pid as a process with a chosen pid
+    (the Popen is spawn_with_pid, which waits for it)."""
+
+    def __init__(self, pid, name, *args):
+        import queue
+        import threading
+        spawner = os.path.join(h.WORKLOADS, "spawn_with_pid")
+        path = os.path.join(h.WORKLOADS, name)
+        self.name = name
+        self.proc = subprocess.Popen([spawner, str(pid), path] + [str(a) for a in args],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE)
+        self._lines = queue.Queue()
+        threading.Thread(target=self._read_stdout, daemon=True).start()
+        try:
+            line = self._expect_line(h.READY_TIMEOUT_S, "ready")
+        except h.Failure as e:
+            self.proc.wait(5)
+            raise h.Failure(f"{e}; spawn_with_pid exited with {self.proc.returncode}: "
+                            f"{self.proc.stderr.read().decode('utf-8', 'replace')}") from None
+        h.check_equal(line, f"ready {pid}", f"{name} spawned with pid {pid}")
+        self.pid = pid
+
+    def kill(self):
+        """Kills the spawned process, then reaps spawn_with_pid."""
+        if self.proc.poll() is None:
+            try:
+                os.kill(self.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        super().kill()
+        self.proc.stderr.close()
+
+
+def expect_ready_again(w):
+    """After an exec: waits for the new program's `ready <pid>` (the same pid)."""
+    line = w._expect_line(h.READY_TIMEOUT_S, "ready after exec")
+    h.check_equal(line, f"ready {w.pid}", f"workload {w.name}: line after exec")
+
+
+# --- Target rules -------------------------------------------------------------------
+
+def test_a_process_started_after_the_daemon_is_attached_by_comm_within_3_s():
+    d = daemon()
+    with comm_workload() as w:
+        took = wait_attached(d, w.pid, f"comm {STATE['comm']}")
+        w.run()
+        check_exact_profile(d, w.pid, f"comm-matched pid {w.pid} (attached after {took:.2f} s)")
+        w.finish()
+        wait_detached(d, w.pid, "after exit")
+
+
+def test_a_process_started_after_the_daemon_is_attached_by_exe_within_3_s():
+    d = daemon()
+    with h.Workload(STATE["exe"]) as w:
+        took = wait_attached(d, w.pid, f"exe {STATE['exe']}")
+        w.run()
+        check_exact_profile(d, w.pid, f"exe-matched pid {w.pid} (attached after {took:.2f} s)")
+        w.finish()
+        wait_detached(d, w.pid, "after exit")
+
+
+def test_a_process_moved_into_a_cgroup_is_attached_by_cgroup_within_3_s():
+    d = daemon()
+    with h.Workload("exact") as w:
+        write_file(os.path.join(STATE["cgroup_disk"], "cgroup.procs"), f"{w.pid}\n")
+        with open(f"/proc/{w.pid}/cgroup") as f:
+            unified = [line.strip()[3:] for line in f if line.startswith("0::")]
+        h.check_equal(unified, [STATE["cgroup_rule"]],
+                      f"the cgroup v2 path of pid {w.pid} once moved (the rule)")
+        took = wait_attached(d, w.pid, f"cgroup {STATE['cgroup_rule']}")
+        w.run()
+        check_exact_profile(d, w.pid, f"cgroup-matched pid {w.pid} (attached after {took:.2f} s)")
+        w.finish()
+        wait_detached(d, w.pid, "after exit")
+
+
+# --- Lifecycle -------------------------------------------------------------------
+
+def test_a_profiled_process_that_exits_is_detached_within_3_s_and_then_404():
+    d = daemon()
+    before = metric(d, "heapprofd_detached_total")
+    with comm_workload() as w:
+        wait_attached(d, w.pid, "before exit")
+        w.run()
+        check_exact_profile(d, w.pid, "before exit")
+        w.finish()
+        took = wait_until(lambda: metric(d, "heapprofd_detached_total") >= before + 1,
+                          DETACH_TIMEOUT_S, f"heapprofd_detached_total past {before} after "
+                                            f"pid {w.pid} exited")
+        h.check(w.pid not in profiled_pids(d),
+                f"pid {w.pid} is still in the index after its detach was counted")
+        status, body = d.get(f"/debug/pprof/heap?pid={w.pid}")
+        h.check(status == 404, f"exited pid {w.pid} (detached after {took:.2f} s): expected "
+                               f"404, got {status} {body[:200]!r}")
+        h.check_one_line_reason(body, f"exited pid {w.pid}")
+
+
+def test_a_reused_pid_never_shows_the_old_process_s_allocations():
+    d = daemon()
+    with h.Workload("exact") as old:
+        d.profile(f"/debug/pprof/heap?pid={old.pid}")  # attaches
+        old.run()
+        check_exact_profile(d, old.pid, "the first process")
+        pid = old.pid
+        old.finish()  # exits and is reaped
+    # At once, well within the reaper's second: a new program at the same pid.
+    gone = time.monotonic()
+    with SpawnedWorkload(pid, "rounds") as new:
+        started_ms = (time.monotonic() - gone) * 1000
+        first = totals(d, pid)  # attaches the new process (or finds it attached)
+        h.check(not any(any(v) for v in first.values()),
+                f"pid {pid} reused {started_ms:.0f} ms after its first process exited: the new "
+                f"process has allocated nothing yet, but its profile holds {first}")
+        new.run()  # round 1
+        check_totals(totals(d, pid), ROUNDS_EXPECTED[0],
+                     f"pid {pid} reused {started_ms:.0f} ms after its first process exited")
+
+
+def exec_test(args, after_exec_expected):
+    """execs.c with args: its allocations before the exec show; after the
+    exec (attached afresh by the reaper) only the new image's show."""
+    d = daemon()
+    with h.Workload("execs", *args) as w:
+        d.profile(f"/debug/pprof/heap?pid={w.pid}")  # attaches
+        w.run()
+        check_totals(totals(d, w.pid), BEFORE_EXEC, "before the exec")
+        attached = metric(d, "heapprofd_attached_total")
+        w._send_line("")  # exec
+        expect_ready_again(w)
+        took = wait_until(lambda: metric(d, "heapprofd_attached_total") >= attached + 1,
+                          ATTACH_TIMEOUT_S, f"pid {w.pid} attached again after its exec")
+        w.run()
+        check_totals(totals(d, w.pid), after_exec_expected,
+                     f"after the exec (attached again after {took:.2f} s)")
+        w.finish()
+        wait_detached(d, w.pid, "after exit")
+
+
+def test_exec_of_another_program_shows_only_its_allocations():
+    exec_test([os.path.join(h.WORKLOADS, "exact")], EXACT_EXPECTED)
+
+
+def test_exec_of_the_same_program_shows_only_the_new_image_s_allocations():
+    exec_test(["/proc/self/exe", "--after"], AFTER_EXEC)
+
+
+# --- Reload -------------------------------------------------------------------------
+
+def test_sighup_with_a_new_comm_rule_attaches_a_running_process():
+    d = daemon()
+    with h.Workload(os.path.join(STATE["bin_dir"], STATE["hup_comm"])) as w:
+        time.sleep(1.5)  # a scan or two: no rule matches it yet
+        h.check(w.pid not in profiled_pids(d),
+                f"pid {w.pid} ({STATE['hup_comm']}) was attached before any rule named it")
+        write_file(STATE["config"], f"comm = {STATE['hup_comm']}\n", mode="a")
+        os.kill(d.proc.pid, signal.SIGHUP)
+        took = wait_attached(d, w.pid, f"after SIGHUP with comm = {STATE['hup_comm']}")
+        want = f"heapprofd: reloaded {STATE['config']}"
+        h.check(want in d.stderr().splitlines(),
+                f"no {want!r} in the daemon's log:\n{d.stderr()}")
+        w.run()
+        check_exact_profile(d, w.pid, f"pid {w.pid} attached {took:.2f} s after SIGHUP")
+        w.finish()
+        wait_detached(d, w.pid, "after exit")
+
+
+# --- /metrics ----------------------------------------------------------------------
+
+def test_metrics_are_prometheus_text_and_count_attaches_detaches_and_samples():
+    d = daemon()
+    wait_until(lambda: metric(d, "heapprofd_targets") == 0, DETACH_TIMEOUT_S,
+               "no process profiled before the test")
+    m0 = metrics(d)
+    for name in ("heapprofd_targets", "heapprofd_attached_total", "heapprofd_detached_total",
+                 "heapprofd_samples_total", "heapprofd_frees_matched_total",
+                 "heapprofd_attach_errors_total"):
+        h.check(name in m0, f"/metrics has no {name}: {sorted(m0)}")
+    with comm_workload() as w1, comm_workload() as w2:
+        wait_attached(d, w1.pid, "first")
+        wait_attached(d, w2.pid, "second")
+        m1 = metrics(d)
+        h.check_equal(m1["heapprofd_targets"], 2, "heapprofd_targets with two processes attached")
+        h.check_equal(len(profiled_pids(d)), 2, "processes in the index")
+        h.check_equal(m1["heapprofd_attached_total"] - m0["heapprofd_attached_total"], 2,
+                      "heapprofd_attached_total after two attaches")
+        h.check_equal(m1["heapprofd_detached_total"], m0["heapprofd_detached_total"],
+                      "heapprofd_detached_total before any exit")
+        w1.run()
+        w2.run()
+        m2 = metrics(d)
+        samples = m2["heapprofd_samples_total"] - m0["heapprofd_samples_total"]
+        h.check_equal(samples, 2 * EXACT_ALLOCATIONS,
+                      "heapprofd_samples_total after two runs of exact at interval 1")
+        frees = m2["heapprofd_frees_matched_total"] - m0["heapprofd_frees_matched_total"]
+        h.check(frees >= 2 * 500, f"heapprofd_frees_matched_total moved by {frees}, expected "
+                                  f"at least 1000 (exact frees 500 blocks per run)")
+        h.check_equal(m2["heapprofd_attach_errors_total"], m0["heapprofd_attach_errors_total"],
+                      "heapprofd_attach_errors_total")
+        w1.finish()
+        w2.finish()
+        wait_until(lambda: metric(d, "heapprofd_targets") == 0, DETACH_TIMEOUT_S,
+                   "heapprofd_targets back to 0 after both exited")
+        m3 = metrics(d)
+        h.check_equal(m3["heapprofd_detached_total"] - m0["heapprofd_detached_total"], 2,
+                      "heapprofd_detached_total after two exits")
+        h.check_equal(m3["heapprofd_attached_total"], m1["heapprofd_attached_total"],
+                      "heapprofd_attached_total after the exits")
+
+
+# --- Restart --------------------------------------------------------------------
+
+def test_a_restart_keeps_in_use_totals_exact_and_another_interval_is_refused():
+    """Daemon A profiles rounds.c's first round; A stops (SIGTERM), B starts
+    on the same pin directory and adopts the process: B's totals are A's,
+    and stay exact through two more rounds of frees (of blocks allocated
+    under A) and allocations. The workload is idle while no daemon runs:
+    what a process does between A's exit and B's attach is not seen (the
+    probes are gone then). Then a daemon with another --sample-interval on
+    that pin directory exits with 1, naming it."""
+    pin = f"/sys/fs/bpf/heapprofd-test-{os.getpid()}-{int(time.time() * 1000) % 100000}"
+    try:
+        with h.Workload("rounds") as w:
+            with h.Daemon("--sample-interval", "1", "--pin-dir", pin) as a:
+                a.profile(f"/debug/pprof/heap?pid={w.pid}")  # attaches
+                w.run()  # round 1
+                before = totals(a, w.pid)
+                check_totals(before, ROUNDS_EXPECTED[0], "daemon A after round 1")
+            # A has stopped (SIGTERM); its maps stay pinned. The workload is idle.
+            with h.Daemon("--sample-interval", "1", "--pin-dir", pin) as b:
+                adopted = "heapprofd: adopted 1 processes from the pinned maps"
+                h.check(adopted in b.stderr().splitlines(),
+                        f"daemon B did not log {adopted!r}:\n{b.stderr()}")
+                h.check(w.pid in profiled_pids(b), f"daemon B does not list pid {w.pid}")
+                after = totals(b, w.pid)
+                h.check_equal(after, before, "totals across the restart (B's vs A's)")
+                w.run()  # round 2: frees blocks allocated under A
+                check_totals(totals(b, w.pid), ROUNDS_EXPECTED[1], "daemon B after round 2")
+                w.run()  # round 3
+                check_totals(totals(b, w.pid), ROUNDS_EXPECTED[2], "daemon B after round 3")
+            w.finish()
+        # Pinned maps made with --sample-interval 1: another interval is refused.
+        cmd = [h.HEAPPROFD, "--listen", f"127.0.0.1:{h.free_port()}", "--pin-dir", pin,
+               "--sample-interval", "524288"]
+        r = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                           timeout=30)
+        h.check(r.returncode == 1, f"{' '.join(cmd)}: expected exit status 1, got "
+                                   f"{r.returncode}; stderr:\n{r.stderr}")
+        h.check(pin in r.stderr and "sample-interval" in r.stderr,
+                f"the refusal should name the pin directory {pin} and the interval; "
+                f"stderr:\n{r.stderr}")
+        h.check("listening on" not in r.stderr,
+                f"the refused daemon served anyway; stderr:\n{r.stderr}")
+    finally:
+        shutil.rmtree(pin, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    h.run([
+        test_a_process_started_after_the_daemon_is_attached_by_comm_within_3_s,
+        test_a_process_started_after_the_daemon_is_attached_by_exe_within_3_s,
+        test_a_process_moved_into_a_cgroup_is_attached_by_cgroup_within_3_s,
+        test_a_profiled_process_that_exits_is_detached_within_3_s_and_then_404,
+        test_a_reused_pid_never_shows_the_old_process_s_allocations,
+        test_exec_of_another_program_shows_only_its_allocations,
+        test_exec_of_the_same_program_shows_only_the_new_image_s_allocations,
+        test_sighup_with_a_new_comm_rule_attaches_a_running_process,
+        test_metrics_are_prometheus_text_and_count_attaches_detaches_and_samples,
+        test_a_restart_keeps_in_use_totals_exact_and_another_interval_is_refused,
+    ], around=service_daemon)
