@@ -70,10 +70,11 @@ static void attach_matching(pid_t pid, void *arg)
     if (proc_start_time(pid, &start_time) != 0 || failed_before(s, pid, start_time))
         return;
     int e = targets_ensure(s->targets, pid, err, sizeof(err));
-    if (e == 0 || e == -EAGAIN)
+    /* Over the cap (-ENOSPC): not remembered, so retried at each scan and
+     * attached once a slot frees. */
+    if (e == 0 || e == -EAGAIN || e == -ENOSPC)
         return;
-    if (e != -ENOSPC) /* over the cap: retried once a slot frees */
-        fprintf(stderr, "heapprofd: pid %d matches a target rule but: %s\n", (int)pid, err);
+    fprintf(stderr, "heapprofd: pid %d matches a target rule but: %s\n", (int)pid, err);
     s->failed[s->next_failed].pid = pid;
     s->failed[s->next_failed].start_time = start_time;
     s->next_failed = (s->next_failed + 1) % FAILED_MEMORY;

@@ -147,15 +147,16 @@ int metrics_write(struct daemon_ctx *ctx, struct pprof_buf *out)
     if (e == 0 && ctx->cache) {
         struct symbol_cache_stats sc;
         symbol_cache_stats(ctx->cache, &sc);
-        e = emit(out, "# HELP heapprofd_symbol_cache_files ELF files open for symbolization, of %u.\n"
+        e = emit(out, "# HELP heapprofd_symbol_cache_files ELF files open for symbolization, "
+                      "of %llu.\n"
                       "# TYPE heapprofd_symbol_cache_files gauge\n"
                       "heapprofd_symbol_cache_files %llu\n"
                       "# HELP heapprofd_symbol_cache_bytes Bytes of ELF and debug files they map, "
                       "of %llu.\n"
                       "# TYPE heapprofd_symbol_cache_bytes gauge\n"
                       "heapprofd_symbol_cache_bytes %llu\n",
-                 SYMBOL_CACHE_ENTRIES, (unsigned long long)sc.entries,
-                 (unsigned long long)SYMBOL_CACHE_MAX_BYTES, (unsigned long long)sc.bytes);
+                 (unsigned long long)sc.max_entries, (unsigned long long)sc.entries,
+                 (unsigned long long)sc.max_bytes, (unsigned long long)sc.bytes);
         if (e == 0)
             e = emit_metric(out, "symbol_cache_hits_total", "counter",
                             "Mappings whose file was open already.", sc.hits);

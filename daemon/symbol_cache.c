@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 
@@ -29,11 +30,31 @@ static int64_t now_ns(void)
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
+/* The entries the descriptor limit allows, after raising it as far as we may. */
+static size_t entries_for_fd_limit(void)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+        return SYMBOL_CACHE_ENTRIES;
+    if (rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &rl);
+        getrlimit(RLIMIT_NOFILE, &rl);
+    }
+    if (rl.rlim_cur == RLIM_INFINITY)
+        return SYMBOL_CACHE_ENTRIES;
+    uint64_t spare = rl.rlim_cur > SYMBOL_CACHE_FDS_RESERVED + SYMBOL_CACHE_FDS_PER_ENTRY
+                         ? rl.rlim_cur - SYMBOL_CACHE_FDS_RESERVED
+                         : SYMBOL_CACHE_FDS_PER_ENTRY;
+    uint64_t n = spare / SYMBOL_CACHE_FDS_PER_ENTRY;
+    return n < SYMBOL_CACHE_ENTRIES ? (size_t)n : SYMBOL_CACHE_ENTRIES;
+}
+
 void symbol_cache_init(struct symbol_cache *c)
 {
     memset(c, 0, sizeof(*c));
     pthread_mutex_init(&c->lock, NULL);
-    c->max_entries = SYMBOL_CACHE_ENTRIES;
+    c->max_entries = entries_for_fd_limit();
     c->max_bytes = SYMBOL_CACHE_MAX_BYTES;
     c->idle_ns = (int64_t)SYMBOL_CACHE_IDLE_SECONDS * 1000000000;
 }
@@ -298,5 +319,7 @@ void symbol_cache_stats(struct symbol_cache *c, struct symbol_cache_stats *out)
     out->hits = c->hits;
     out->misses = c->misses;
     out->evictions = c->evictions;
+    out->max_entries = c->max_entries;
+    out->max_bytes = c->max_bytes;
     pthread_mutex_unlock(&c->lock);
 }

@@ -53,6 +53,15 @@
  * longer scraped are given back. */
 #define SYMBOL_CACHE_IDLE_SECONDS 300
 
+/* Descriptors an entry may hold open: libdw keeps the file, its debug file
+ * and a dwz supplementary file open while they are mapped. */
+#define SYMBOL_CACHE_FDS_PER_ENTRY 3
+
+/* Descriptors left for everything else (sockets, BPF objects, /proc files):
+ * with a low RLIMIT_NOFILE the cache keeps fewer files rather than starve
+ * the HTTP server. */
+#define SYMBOL_CACHE_FDS_RESERVED 256
+
 /* Distinct files remembered per build ID (containers mapping one library
  * from several image layers); beyond that the oldest is forgotten, which
  * costs one extra open at its next lookup. */
@@ -93,8 +102,11 @@ struct symbol_cache {
 /* Counters for /metrics and tests. */
 struct symbol_cache_stats {
     uint64_t entries, bytes, hits, misses, evictions;
+    uint64_t max_entries, max_bytes; /* the bounds in force */
 };
 
+/* An empty cache with the default bounds. It raises the soft RLIMIT_NOFILE
+ * to the hard one, and keeps fewer files if descriptors are still short. */
 void symbol_cache_init(struct symbol_cache *c);
 /* Lowers the bounds (tests); max_entries is at most SYMBOL_CACHE_ENTRIES. */
 void symbol_cache_set_limits(struct symbol_cache *c, size_t max_entries, uint64_t max_bytes,

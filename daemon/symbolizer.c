@@ -12,9 +12,9 @@
 
 #include <dwarf.h>
 #include <errno.h>
-#include <stdbool.h>
 #include <fcntl.h>
 #include <gelf.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,7 +26,6 @@
 #include <elfutils/libdwfl.h>
 
 #include "debug_link.h"
-#include "demangle.h"
 #include "symbol_memo.h"
 #include "symbolizer_names.h"
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # install-deps.sh - installs the Debian 12 packages heapprofd needs to build,
-# run and test. Safe to run again: apt skips what is already there.
+# run and test (systemd: systemd-analyze for the ctest systemd.unit).
+# Safe to run again: apt skips what is already there.
 set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
@@ -9,5 +10,6 @@ apt-get install -y -qq --no-install-recommends \
     libbpf-dev libelf-dev libdw-dev libmicrohttpd-dev zlib1g-dev \
     golang-go python3 curl gdb binutils libjemalloc2 libtcmalloc-minimal4 libmimalloc2.0 \
     ca-certificates \
+    systemd \
     libiberty-dev xz-utils golang-github-google-pprof-dev \
     libclang-rt-14-dev llvm >/dev/null # libFuzzer and ASan for clang; llvm-symbolizer

@@ -4,13 +4,14 @@
 #   build       the normal build: unit tests (plain and under ASan/UBSan),
 #               integration tests against the real kernel, the benchmark's
 #               smoke run;
-#   build-asan  everything but the workloads under ASan+UBSan
+#   build-asan  all but the workloads and benchmark under ASan+UBSan
 #               (HEAPPROF_SANITIZE=ON): the unit tests, and the integration
 #               tests with the daemon itself sanitized, leaks checked at exit;
 #   build-fuzz  clang with libFuzzer (HEAPPROF_FUZZ=ON): a bounded smoke run
 #               of each fuzz target over its seed corpus (ctest -R fuzz).
 # Every tree's tests run even if an earlier tree's failed; the exit status
-# says whether all passed. About 8 minutes on 2 cores, most of it building.
+# says whether all passed. About 6 minutes on 2 cores from a fresh tree
+# (measured 5 min 54 s, apt and three builds included).
 # Needs root: the tests load BPF.
 set -euo pipefail
 cd "$(dirname "$0")/.."

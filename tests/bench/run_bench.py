@@ -26,6 +26,11 @@ that split heapprofd's cost above floor-emulated into its parts:
                      uprobe_multi entry;
   heapprofd-unsampled  heapprofd (auto) with --sample-interval 4294967296,
                      so nothing is sampled: its unsampled path alone.
+A pair's cost is each thread's CPU time for its loop (user and system: the
+kernel's uprobe handling is charged to the thread that trapped) divided by
+its pairs, averaged over the threads; time preempted by other processes is
+not in it, so other load on a shared machine inflates it far less than wall
+time (--clock wall uses wall time instead).
 Each configuration runs --repeats times, interleaved (bare, floor-classic,
 ..., bare, ...) so that drift in the machine hits all of them alike, and the
 table shows medians: ns per pair, ns added to bare, the ratio to bare,
@@ -153,6 +158,9 @@ def parse_args():
                    help="skip the every-allocation-sampled estimate")
     p.add_argument("--no-breakdown", dest="breakdown", action="store_false",
                    help="leave out floor-session and heapprofd-unsampled")
+    p.add_argument("--clock", choices=("cpu", "wall"), default="cpu",
+                   help="time each thread's loop by its CPU time (default: robust against "
+                        "other load on the machine) or by wall time")
     p.add_argument("--bpf-stats", action="store_true",
                    help="also report ns spent inside the BPF programs per pair")
     p.add_argument("--quick", action="store_true",
@@ -363,7 +371,8 @@ def run_once(args, config, threads, iterations, daemon=None, timing=None, stats=
             out, _ = work.communicate("go\n", timeout=RUN_TIMEOUT)
         except subprocess.TimeoutExpired:
             raise BenchError(f"malloc_bench ran longer than {RUN_TIMEOUT} s")
-        m = re.search(r"^ns_per_pair ([0-9.]+)$", out, re.M)
+        m = re.search(rf"^{'cpu_' if args.clock == 'cpu' else ''}ns_per_pair ([0-9.]+)$", out,
+                      re.M)
         if work.returncode != 0 or not m:
             raise BenchError(f"malloc_bench exited {work.returncode} with output {out!r}")
         if stats is not None and prober:
@@ -531,7 +540,8 @@ def main():
     daemons = {}
     results, timings, bpf_stats, samples = {}, {}, {}, {}
     started = time.monotonic()
-    print(f"malloc({args.size}) + free pairs per thread: bare {args.bare_iterations}; "
+    print(f"{args.clock} time per malloc({args.size}) + free pair per thread; pairs per "
+          f"thread: bare {args.bare_iterations}; "
           f"floor-classic {args.classic_iterations}; --sample-interval 1 runs "
           f"{args.sampled_iterations}; the others {args.iterations}; median of {args.repeats} "
           f"interleaved runs", flush=True)

@@ -97,9 +97,19 @@ def wait_attached(d, pid, what):
         raise h.Failure(f"{e}; heapprofd stderr:\n{d.stderr()}") from None
 
 
+def settled(d):
+    """True once every detach under way is done and counted: a process
+    leaves the index (and heapprofd_targets) when its detach starts, and
+    heapprofd_detached_total counts it once its probes are gone."""
+    m = metrics(d)
+    return (m["heapprofd_attached_total"] - m["heapprofd_detached_total"]
+            == m["heapprofd_targets"])
+
+
 def wait_detached(d, pid, what):
-    """Waits (at most DETACH_TIMEOUT_S) until the index no longer lists pid."""
-    return wait_until(lambda: pid not in profiled_pids(d), DETACH_TIMEOUT_S,
+    """Waits (at most DETACH_TIMEOUT_S) until the index no longer lists pid
+    and its detach is counted."""
+    return wait_until(lambda: pid not in profiled_pids(d) and settled(d), DETACH_TIMEOUT_S,
                       f"{what}: pid {pid} detached")
 
 
@@ -399,6 +409,62 @@ def test_a_process_moved_into_a_cgroup_is_attached_by_cgroup_within_3_s():
         wait_detached(d, w.pid, "after exit")
 
 
+def test_a_process_over_max_targets_is_attached_once_a_slot_frees():
+    name = f"hpm{TAG}"
+    path = os.path.join(STATE["bin_dir"], name)
+    os.symlink(os.path.join(h.WORKLOADS, "exact"), path)
+    with h.Daemon("--sample-interval", "1", "--comm", name, "--max-targets", "1") as d:
+        with h.Workload(path) as first, h.Workload(path) as second:
+            wait_attached(d, first.pid, "the first process (max-targets 1)")
+            time.sleep(1.5)  # a scan or two
+            h.check_equal(profiled_pids(d), {first.pid}, "profiled with max-targets 1")
+            h.check_equal(metric(d, "heapprofd_targets"), 1, "heapprofd_targets at the cap")
+            first.finish()
+            took = wait_until(lambda: second.pid in profiled_pids(d),
+                              DETACH_TIMEOUT_S + ATTACH_TIMEOUT_S,
+                              f"pid {second.pid}, over the cap, attached once pid "
+                              f"{first.pid} exited")
+            second.run()
+            check_exact_profile(d, second.pid, f"attached {took:.2f} s after a slot freed")
+            second.finish()
+
+
+def test_a_process_matched_before_its_libraries_are_loaded_is_attached_once_they_are():
+    """A process held between its execve and the loading of its libraries
+    (here by ptrace; a large program spends milliseconds to seconds there)
+    has no malloc to probe yet when a scan matches it; it must be attached
+    once it has, not written off."""
+    import ctypes
+    d = daemon()
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.ptrace.argtypes = [ctypes.c_long, ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p]
+    ptrace_traceme, ptrace_detach = 0, 17
+    path = os.path.join(STATE["bin_dir"], STATE["comm"])
+    proc = subprocess.Popen([path], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            preexec_fn=lambda: libc.ptrace(ptrace_traceme, 0, None, None))
+    try:
+        # Stopped by SIGTRAP right after the execve: only the program and the
+        # dynamic linker are mapped, comm is already the rule's.
+        _, status = os.waitpid(proc.pid, os.WUNTRACED)
+        h.check(os.WIFSTOPPED(status), f"pid {proc.pid} did not stop at its exec ({status})")
+        time.sleep(2.5)  # scans match it while it has no libc
+        h.check(libc.ptrace(ptrace_detach, proc.pid, None, None) == 0,
+                f"PTRACE_DETACH failed: errno {ctypes.get_errno()}")
+        line = proc.stdout.readline().decode().strip()
+        h.check_equal(line, f"ready {proc.pid}", "the workload once let go")
+        took = wait_attached(d, proc.pid, "a process matched before libc was loaded, once it is")
+        proc.stdin.write(b"go\n")
+        proc.stdin.flush()
+        h.check_equal(proc.stdout.readline().decode().strip(), "done", "after go")
+        check_exact_profile(d, proc.pid, f"attached {took:.2f} s after its libraries loaded")
+    finally:
+        proc.kill()
+        proc.wait()
+        for f in (proc.stdin, proc.stdout):
+            f.close()
+    wait_detached(d, proc.pid, "after exit")
+
+
 # --- Lifecycle -------------------------------------------------------------------
 
 def test_a_profiled_process_that_exits_is_detached_within_3_s_and_then_404():
@@ -493,7 +559,7 @@ def test_sighup_with_a_new_comm_rule_attaches_a_running_process():
 
 def test_metrics_are_prometheus_text_and_count_attaches_detaches_and_samples():
     d = daemon()
-    wait_until(lambda: metric(d, "heapprofd_targets") == 0, DETACH_TIMEOUT_S,
+    wait_until(lambda: metric(d, "heapprofd_targets") == 0 and settled(d), DETACH_TIMEOUT_S,
                "no process profiled before the test")
     m0 = metrics(d)
     for name in ("heapprofd_targets", "heapprofd_attached_total", "heapprofd_detached_total",
@@ -523,8 +589,8 @@ def test_metrics_are_prometheus_text_and_count_attaches_detaches_and_samples():
                       "heapprofd_attach_errors_total")
         w1.finish()
         w2.finish()
-        wait_until(lambda: metric(d, "heapprofd_targets") == 0, DETACH_TIMEOUT_S,
-                   "heapprofd_targets back to 0 after both exited")
+        wait_until(lambda: metric(d, "heapprofd_targets") == 0 and settled(d),
+                   DETACH_TIMEOUT_S, "heapprofd_targets back to 0 after both exited")
         m3 = metrics(d)
         h.check_equal(m3["heapprofd_detached_total"] - m0["heapprofd_detached_total"], 2,
                       "heapprofd_detached_total after two exits")
@@ -584,6 +650,8 @@ if __name__ == "__main__":
         test_a_process_started_after_the_daemon_is_attached_by_comm_within_3_s,
         test_a_process_started_after_the_daemon_is_attached_by_exe_within_3_s,
         test_a_process_moved_into_a_cgroup_is_attached_by_cgroup_within_3_s,
+        test_a_process_over_max_targets_is_attached_once_a_slot_frees,
+        test_a_process_matched_before_its_libraries_are_loaded_is_attached_once_they_are,
         test_a_profiled_process_that_exits_is_detached_within_3_s_and_then_404,
         test_a_reused_pid_never_shows_the_old_process_s_allocations,
         test_exec_of_another_program_shows_only_its_allocations,

@@ -322,6 +322,14 @@ def test_symbolize_0_serves_addresses_that_pprof_names_alike():
             f"-top names: ours {sorted(top_ours)}, pprof's {sorted(top_theirs)}")
 
 
+def test_symbolize_takes_0_or_1_only():
+    for bad in ("2", "yes", "", "-1", "1x"):
+        status, body = daemon.get(f"/debug/pprof/heap?pid=1&symbolize={bad}")
+        h.check_equal(status, 400, f"symbolize={bad!r}")
+        h.check_one_line_reason(body, f"symbolize={bad!r}")
+        h.check(b"symbolize" in body, f"symbolize={bad!r}: reason {body!r} names no parameter")
+
+
 def top_names(text):
     """The function names of `pprof -top` output."""
     names = set()
@@ -419,6 +427,7 @@ if __name__ == "__main__":
             test_traces_show_short_names_and_inlined_calls_as_frames,
             test_mappings_are_honest_and_every_location_has_one,
             test_symbolize_0_serves_addresses_that_pprof_names_alike,
+            test_symbolize_takes_0_or_1_only,
             test_stripped_binary_in_its_own_mount_namespace_uses_its_debug_file,
             test_binary_with_only_dynsym_is_named_without_files,
             test_binary_deleted_after_start_is_still_named,

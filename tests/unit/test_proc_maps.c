@@ -138,6 +138,37 @@ __attribute__((noinline)) int a_function_in_the_test_binary(int x)
     return x + 7;
 }
 
+static void a_line_overlapping_an_earlier_one_replaces_it(void)
+{
+    /*
+     * The kernel prints maps a page at a time; a VMA merged with its
+     * neighbour between two reads shows up before (first line) and after
+     * (second line). The later line wins, and find() stays right.
+     */
+    static const char merged[] = "1000-2000 r--p 00000000 00:00 0 /old\n"
+                                 "1000-4000 r--p 00000000 00:00 0 /new\n"
+                                 "5000-6000 r--p 00000000 00:00 0 /next\n";
+    struct proc_maps m = {0};
+    CHECK_INT_EQ(proc_maps_parse(merged, strlen(merged), &m), 0);
+    CHECK_INT_EQ(m.n, 2);
+    if (m.n == 2) {
+        CHECK_STR_EQ(m.v[0].path, "/new");
+        CHECK_STR_EQ(m.v[1].path, "/next");
+        CHECK(proc_maps_find(&m, 0x3fff) == &m.v[0]);
+    }
+    proc_maps_free(&m);
+
+    /* Out of order as well: the line read later still wins. */
+    static const char unsorted[] = "3000-4000 r--p 00000000 00:00 0 /a\n"
+                                   "0000-3800 r--p 00000000 00:00 0 /b\n";
+    CHECK_INT_EQ(proc_maps_parse(unsorted, strlen(unsorted), &m), 0);
+    CHECK_INT_EQ(m.n, 1);
+    if (m.n == 1)
+        CHECK_STR_EQ(m.v[0].path, "/b");
+    CHECK(proc_maps_find(&m, 0x3900) == NULL);
+    proc_maps_free(&m);
+}
+
 static void own_maps_hold_own_code(void)
 {
     struct proc_maps m = {0};
@@ -213,6 +244,7 @@ int main(void)
     RUN_TEST(every_kind_of_line_parses);
     RUN_TEST(malformed_lines_are_einval);
     RUN_TEST(find_respects_the_boundaries);
+    RUN_TEST(a_line_overlapping_an_earlier_one_replaces_it);
     RUN_TEST(own_maps_hold_own_code);
     RUN_TEST(a_large_maps_file_is_read_to_the_end);
     RUN_TEST(a_missing_pid_is_esrch);
