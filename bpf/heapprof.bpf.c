@@ -164,6 +164,8 @@ static __always_inline bool called_from_allocator(__u64 cookie, __u64 ret)
     if (!img)
         return false;
     __u64 call = ret - 1;
+    if (call < img->lo || call >= img->hi)
+        return false; /* the usual case: called from the program, not the allocator */
     for (__u32 i = 0; i < HP_MAX_FUNCS; i++) {
         if (i >= img->nfuncs)
             break;

@@ -111,6 +111,7 @@ struct hp_pending {
 struct hp_image {
     __u32 nfuncs;
     __u32 pad;
+    __u64 lo, hi; /* the envelope of all ranges: most callers are outside it */
     __u64 start[HP_MAX_FUNCS];
     __u64 end[HP_MAX_FUNCS];
 };

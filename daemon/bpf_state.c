@@ -8,6 +8,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/vfs.h>
@@ -33,7 +35,7 @@ static int quiet_libbpf(enum libbpf_print_level level, const char *fmt, va_list 
 
 /* Makes sure `dir` exists on a bpf filesystem, mounting one at
  * /sys/fs/bpf when nothing is mounted there (systemd does; containers and
- * minimal hosts may not). */
+ * minimal hosts may not), and locks it; returns the lock's descriptor. */
 static int prepare_pin_dir(const char *dir, char *err, size_t errlen)
 {
     struct statfs fs;
@@ -47,7 +49,17 @@ static int prepare_pin_dir(const char *dir, char *err, size_t errlen)
         snprintf(err, errlen, "create pin directory %s: %s", dir, strerror(errno));
         return -errno;
     }
-    return 0;
+    /* Two daemons on one directory would adopt each other's processes. */
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0 || flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        int e = errno;
+        snprintf(err, errlen, "pin directory %s is in use by another heapprofd (%s): give each "
+                 "its own --pin-dir", dir, strerror(e));
+        if (fd >= 0)
+            close(fd);
+        return -EEXIST;
+    }
+    return fd;
 }
 
 /* Pins the maps whose contents must outlive the daemon: the counts, the
@@ -211,12 +223,17 @@ int bpf_state_load(struct bpf_state *b, uint64_t sample_interval, enum probe_lay
     libbpf_set_print(quiet_libbpf);
     if (pin_dir && !*pin_dir)
         pin_dir = NULL;
+    b->pin_lock_fd = -1;
     if (pin_dir) {
-        int e = prepare_pin_dir(pin_dir, err, errlen);
-        if (e == 0)
-            e = check_pinned_maps(pin_dir, sizes, err, errlen);
-        if (e)
+        int fd = prepare_pin_dir(pin_dir, err, errlen);
+        if (fd < 0)
+            return fd;
+        int e = check_pinned_maps(pin_dir, sizes, err, errlen);
+        if (e) {
+            close(fd);
             return e;
+        }
+        b->pin_lock_fd = fd;
     }
     enum probe_layout first = want == LAYOUT_AUTO ? LAYOUT_SESSION : want;
     enum probe_layout last = want == LAYOUT_AUTO ? LAYOUT_CLASSIC : want;
@@ -228,6 +245,8 @@ int bpf_state_load(struct bpf_state *b, uint64_t sample_interval, enum probe_lay
             int m = check_meta(skel, sample_interval, pin_dir, err, errlen);
             if (m) {
                 heapprof__destroy(skel);
+                close(b->pin_lock_fd);
+                b->pin_lock_fd = -1;
                 return m;
             }
         }
@@ -250,6 +269,9 @@ int bpf_state_load(struct bpf_state *b, uint64_t sample_interval, enum probe_lay
              "load BPF programs for the %s probe layout: %s (needs root with CAP_BPF and "
              "CAP_PERFMON, and a kernel with BTF; HEAPPROFD_DEBUG_BPF=1 shows the verifier log)",
              want == LAYOUT_AUTO ? "classic" : bpf_state_layout_name(want), strerror(-e));
+    if (b->pin_lock_fd >= 0)
+        close(b->pin_lock_fd);
+    b->pin_lock_fd = -1;
     return e;
 }
 
@@ -272,6 +294,9 @@ void bpf_state_close(struct bpf_state *b)
     if (b->skel)
         heapprof__destroy(b->skel);
     b->skel = NULL;
+    if (b->pin_lock_fd >= 0)
+        close(b->pin_lock_fd);
+    b->pin_lock_fd = -1;
 }
 
 struct bpf_program *bpf_state_entry_program(struct bpf_state *b)
@@ -393,6 +418,65 @@ int bpf_state_read_counts(struct bpf_state *b, uint32_t tgid, struct stack_count
     }
     *out = v;
     *n = len;
+    return 0;
+}
+
+/* Orders stack counts by stack id, to merge the live entries of one stack. */
+static int by_stack(const void *a, const void *b)
+{
+    uint64_t x = ((const struct stack_counts *)a)->stack_id;
+    uint64_t y = ((const struct stack_counts *)b)->stack_id;
+    return x < y ? -1 : x > y;
+}
+
+int bpf_state_read_live(struct bpf_state *b, uint32_t tgid, uint64_t before_ns,
+                        struct stack_counts **out, size_t *n)
+{
+    int fd = bpf_map__fd(b->skel->maps.live);
+    struct stack_counts *v = NULL;
+    size_t len = 0, cap = 0;
+    struct hp_live_key key, next;
+    void *prev = NULL;
+    /* One entry per live allocation first, then sorted and merged per stack. */
+    while (bpf_map_get_next_key(fd, prev, &next) == 0) {
+        key = next;
+        prev = &key;
+        struct hp_live l;
+        if (next.tgid != tgid || bpf_map_lookup_elem(fd, &next, &l) != 0 || l.time_ns >= before_ns)
+            continue;
+        if (len == cap) {
+            size_t ncap = cap ? cap * 2 : 256;
+            struct stack_counts *nv = realloc(v, ncap * sizeof(*v));
+            if (!nv) {
+                free(v);
+                return -ENOMEM;
+            }
+            v = nv;
+            cap = ncap;
+        }
+        v[len++] = (struct stack_counts){
+            .stack_id = l.stack_id,
+            .counts = {.alloc_objects = l.w_objects,
+                       .alloc_bytes = l.w_bytes,
+                       .inuse_objects = (int64_t)l.w_objects,
+                       .inuse_bytes = (int64_t)l.w_bytes},
+        };
+    }
+    if (len)
+        qsort(v, len, sizeof(*v), by_stack);
+    size_t m = 0;
+    for (size_t i = 0; i < len; i++) {
+        if (m > 0 && v[m - 1].stack_id == v[i].stack_id) {
+            v[m - 1].counts.alloc_objects += v[i].counts.alloc_objects;
+            v[m - 1].counts.alloc_bytes += v[i].counts.alloc_bytes;
+            v[m - 1].counts.inuse_objects += v[i].counts.inuse_objects;
+            v[m - 1].counts.inuse_bytes += v[i].counts.inuse_bytes;
+        } else {
+            v[m++] = v[i];
+        }
+    }
+    *out = v;
+    *n = m;
     return 0;
 }
 

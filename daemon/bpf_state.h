@@ -34,6 +34,7 @@ struct bpf_state {
     struct map_capacity {
         uint32_t stacks, counts, live, pending;
     } capacity; /* the sizes the maps got */
+    int pin_lock_fd; /* the pin directory, locked while we use it; -1: not pinned */
 };
 
 /*
@@ -94,6 +95,15 @@ struct stack_counts {
 /* All counts of process `tgid`; *out is malloc'd (free it). */
 int bpf_state_read_counts(struct bpf_state *b, uint32_t tgid, struct stack_counts **out,
                           size_t *n);
+
+/*
+ * The sampled allocations of process `tgid` still alive and made before
+ * `before_ns` (CLOCK_MONOTONIC, as bpf_ktime_get_ns), summed per stack:
+ * alloc and in-use both hold their weights (the leak view, min_age=).
+ * *out is malloc'd (free it).
+ */
+int bpf_state_read_live(struct bpf_state *b, uint32_t tgid, uint64_t before_ns,
+                        struct stack_counts **out, size_t *n);
 
 /* The frames of stack `id` into `st`; -ENOENT if it is not stored. */
 int bpf_state_read_stack(struct bpf_state *b, uint64_t id, struct hp_stack *st);

@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "bpf_state.h"
+#include "exited_profiles.h"
 #include "symbol_cache.h"
 #include "targets.h"
 
@@ -20,6 +21,7 @@ struct daemon_ctx {
     struct targets *targets;      /* NULL when BPF could not load */
     struct unwind_manager *unwind; /* NULL when BPF could not load */
     struct symbol_cache *cache;
+    struct exited_profiles *exited; /* last profiles of processes that exited */
     atomic_uint_fast64_t requests;
     atomic_uint_fast64_t request_errors;
     atomic_uint_fast64_t profiles_served;

@@ -22,9 +22,10 @@ static int64_t fixed_to_int(int64_t v, int shift)
     return (int64_t)(((uint64_t)v + (1ULL << (shift - 1))) >> shift);
 }
 
-/* Adds one sample for one stack. */
+/* Adds one sample for one stack, with `labels` (n_labels of them). */
 static int add_sample(struct profile_frames *frames, struct pprof_profile *p,
-                      struct bpf_state *bpf, const struct stack_counts *sc)
+                      struct bpf_state *bpf, const struct stack_counts *sc,
+                      const struct pprof_label *labels, size_t n_labels)
 {
     struct hp_stack st;
     uint64_t ret[HP_MAX_FRAMES], locs[HP_MAX_FRAMES];
@@ -43,7 +44,7 @@ static int add_sample(struct profile_frames *frames, struct pprof_profile *p,
         fixed_to_int(sc->counts.inuse_objects, HP_OBJ_SHIFT),
         fixed_to_int(sc->counts.inuse_bytes, HP_BYTES_SHIFT),
     };
-    return pprof_add_sample(p, locs, n, values, 4, NULL, 0);
+    return pprof_add_sample(p, locs, n, values, 4, labels, n_labels);
 }
 
 /* Profile-wide fields: sample types, period, time, and what was dropped. */
@@ -70,8 +71,12 @@ static int add_header(struct pprof_profile *p, struct bpf_state *bpf,
     uint64_t stats[HP_STAT_COUNT];
     if (e == 0 && bpf_state_read_stats(bpf, stats) == 0) {
         char line[160];
-        snprintf(line, sizeof(line), "heapprofd: pid %d, sample interval %llu bytes", (int)s->pid,
-                 (unsigned long long)bpf->sample_interval);
+        if (s->pid)
+            snprintf(line, sizeof(line), "heapprofd: pid %d, sample interval %llu bytes",
+                     (int)s->pid, (unsigned long long)bpf->sample_interval);
+        else
+            snprintf(line, sizeof(line), "heapprofd: all profiled processes, sample interval "
+                     "%llu bytes", (unsigned long long)bpf->sample_interval);
         e = pprof_add_comment(p, line);
         /* Losses are daemon-wide counters: say so when any happened. */
         for (int i = HP_STAT_STACK_COLLISION; i < HP_STAT_COUNT && e == 0; i++) {
@@ -85,40 +90,69 @@ static int add_header(struct pprof_profile *p, struct bpf_state *bpf,
     return e;
 }
 
-int heap_profile_build(struct bpf_state *bpf, struct symbol_cache *cache,
-                       const struct heap_profile_spec *spec, const struct stack_counts *counts,
-                       size_t n, struct pprof_profile **out, char *err, size_t errlen)
+/* Adds one process's samples to `p`. -ESRCH if it is gone and has no maps. */
+static int add_part(struct bpf_state *bpf, struct symbol_cache *cache, struct pprof_profile *p,
+                    const struct heap_profile_spec *spec, const struct heap_profile_part *part,
+                    int label, int first)
 {
-    struct proc_maps maps = {0};
+    struct proc_maps own = {0};
+    const struct proc_maps *maps = part->maps;
     struct profile_frames *frames = NULL;
-    struct pprof_profile *p = NULL;
-    int e = proc_maps_read(spec->pid, &maps);
-    if (e) {
-        snprintf(err, errlen, e == -ESRCH ? "process %d does not exist"
-                                          : "read /proc/%d/maps failed", (int)spec->pid);
-        return e;
+    if (!maps) {
+        int e = proc_maps_read(part->pid, &own);
+        if (e)
+            return e;
+        maps = &own;
     }
-    p = pprof_new();
-    e = p ? profile_frames_new(spec->pid, &maps, cache, p, spec->symbolize, &frames) : -ENOMEM;
-    if (e)
-        goto out;
-    e = add_header(p, bpf, spec);
-    profile_frames_add_main(frames);
-    for (size_t i = 0; i < n && e == 0; i++)
-        e = add_sample(frames, p, bpf, &counts[i]);
+    char pid_text[16];
+    snprintf(pid_text, sizeof(pid_text), "%d", (int)part->pid);
+    struct pprof_label labels[2] = {{"pid", pid_text}, {"comm", part->comm ? part->comm : ""}};
+    int e = profile_frames_new(part->pid, maps, cache, p, spec->symbolize, &frames);
+    if (e == 0 && first)
+        profile_frames_add_main(frames); /* pprof takes the first mapping as the main binary */
+    for (size_t i = 0; i < part->n && e == 0; i++)
+        e = add_sample(frames, p, bpf, &part->counts[i], labels, label ? 2 : 0);
     if (e == 0)
         e = profile_frames_finish(frames);
-out:
     profile_frames_free(frames);
-    proc_maps_free(&maps);
+    proc_maps_free(&own);
+    return e;
+}
+
+int heap_profile_build_parts(struct bpf_state *bpf, struct symbol_cache *cache,
+                             const struct heap_profile_spec *spec,
+                             const struct heap_profile_part *parts, size_t nparts, int label,
+                             struct pprof_profile **out, char *err, size_t errlen)
+{
+    struct pprof_profile *p = pprof_new();
+    int e = p ? add_header(p, bpf, spec) : -ENOMEM;
+    int added = 0;
+    for (size_t i = 0; i < nparts && e == 0; i++) {
+        e = add_part(bpf, cache, p, spec, &parts[i], label, added == 0);
+        if (e == 0)
+            added++;
+        else if (e == -ESRCH && nparts > 1)
+            e = 0; /* exited meanwhile: the others still make a profile */
+    }
     if (e) {
-        snprintf(err, errlen, "build the profile of process %d: %s", (int)spec->pid,
-                 strerror(-e));
+        if (e == -ESRCH)
+            snprintf(err, errlen, "process %d does not exist", (int)spec->pid);
+        else
+            snprintf(err, errlen, "build the profile of %s: %s",
+                     spec->pid ? "the process" : "all processes", strerror(-e));
         pprof_free(p);
         return e;
     }
     *out = p;
     return 0;
+}
+
+int heap_profile_build(struct bpf_state *bpf, struct symbol_cache *cache,
+                       const struct heap_profile_spec *spec, const struct stack_counts *counts,
+                       size_t n, struct pprof_profile **out, char *err, size_t errlen)
+{
+    struct heap_profile_part part = {.pid = spec->pid, .counts = counts, .n = n};
+    return heap_profile_build_parts(bpf, cache, spec, &part, 1, 0, out, err, errlen);
 }
 
 /* Orders stack counts by stack id, for the binary search of the delta. */

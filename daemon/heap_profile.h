@@ -19,7 +19,7 @@
 
 /* What to build. */
 struct heap_profile_spec {
-    pid_t pid;
+    pid_t pid;                /* 0: several processes (see heap_profile_build_parts) */
     int default_alloc;        /* default sample type alloc_space (allocs) instead of inuse_space */
     int64_t duration_ns;      /* of a delta profile, else 0 */
     bool symbolize;           /* false: addresses and mappings only (symbolize=0) */
@@ -33,6 +33,26 @@ struct heap_profile_spec {
 int heap_profile_build(struct bpf_state *bpf, struct symbol_cache *cache,
                        const struct heap_profile_spec *spec, const struct stack_counts *counts,
                        size_t n, struct pprof_profile **out, char *err, size_t errlen);
+
+/* One process's share of a profile. */
+struct heap_profile_part {
+    pid_t pid;
+    const char *comm;                  /* its command name, for the `comm` label */
+    const struct proc_maps *maps;      /* its memory map; NULL: read /proc/PID/maps */
+    const struct stack_counts *counts; /* fixed-point BPF values */
+    size_t n;
+};
+
+/*
+ * Builds one profile from several processes' counts. With `label`, each
+ * sample carries `pid` and `comm` labels (the all-process profile). A part
+ * whose process is gone (and has no `maps`) is left out. Returns 0 and the
+ * profile in *out, or -errno with a reason in `err`.
+ */
+int heap_profile_build_parts(struct bpf_state *bpf, struct symbol_cache *cache,
+                             const struct heap_profile_spec *spec,
+                             const struct heap_profile_part *parts, size_t nparts, int label,
+                             struct pprof_profile **out, char *err, size_t errlen);
 
 /*
  * The delta from `before` to `after`: allocations in between, in-use as in

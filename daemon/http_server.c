@@ -25,6 +25,7 @@
 #include "metrics.h"
 #include "pprof.h"
 #include "query.h"
+#include "views.h"
 
 /* One listening socket and what its requests may do. */
 struct listener {
@@ -131,22 +132,21 @@ static int64_t now_ns(void)
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-/* Reads the counts of the process, waiting `seconds` for a delta if asked. */
-static int read_counts(struct daemon_ctx *ctx, const struct profile_query *q,
-                       struct stack_counts **out, size_t *n)
+/* The kept last profile of process `pid`, which exited; 404 if none. */
+static enum MHD_Result serve_exited(struct daemon_ctx *ctx, struct MHD_Connection *conn, pid_t pid,
+                                    int debug, int default_alloc, const char *not_found)
 {
-    int e = bpf_state_read_counts(ctx->bpf, (uint32_t)q->pid, out, n);
-    if (e || q->seconds == 0)
-        return e;
-    struct stack_counts *before = *out, *after = NULL;
-    size_t nbefore = *n, nafter = 0;
-    sleep((unsigned)q->seconds);
-    e = bpf_state_read_counts(ctx->bpf, (uint32_t)q->pid, &after, &nafter);
-    if (e == 0)
-        e = heap_profile_delta(before, nbefore, after, nafter, out, n);
-    free(before);
-    free(after);
-    return e;
+    struct pprof_buf out = {0};
+    enum exited_form form = debug           ? EXITED_TEXT
+                            : default_alloc ? EXITED_ALLOCS_PROTO
+                                            : EXITED_HEAP_PROTO;
+    if (exited_profiles_get(ctx->exited, pid, form, &out) != 0)
+        return respond_text(ctx, conn, MHD_HTTP_NOT_FOUND, not_found);
+    if (!out.data)
+        out.data = calloc(1, 1);
+    atomic_fetch_add(&ctx->profiles_served, 1);
+    return respond(conn, MHD_HTTP_OK, (char *)out.data, out.len,
+                   debug ? "text/plain; charset=utf-8" : "application/octet-stream");
 }
 
 /* GET /debug/pprof/heap and /debug/pprof/allocs. */
@@ -164,34 +164,22 @@ static enum MHD_Result serve_profile(struct daemon_ctx *ctx, struct MHD_Connecti
         snprintf(err, sizeof(err), "BPF unavailable: %s", ctx->bpf_error);
         return respond_text(ctx, conn, MHD_HTTP_SERVICE_UNAVAILABLE, err);
     }
-    int e = access_may_profile(who, qp.q.pid);
+    int e = qp.q.pid ? access_may_profile(who, qp.q.pid) : 0;
     if (e == -EACCES) {
         snprintf(err, sizeof(err), "uid %u may not profile process %d, which is not its own",
                  (unsigned)who->uid, (int)qp.q.pid);
         return respond_text(ctx, conn, MHD_HTTP_FORBIDDEN, err);
     }
-    e = targets_ensure(ctx->targets, qp.q.pid, err, sizeof(err));
+    if (qp.q.pid)
+        e = targets_ensure(ctx->targets, qp.q.pid, err, sizeof(err));
+    if (e == -ESRCH && qp.q.seconds == 0 && qp.q.min_age_ns == 0 && (!who->via_unix || who->uid == 0))
+        return serve_exited(ctx, conn, qp.q.pid, qp.q.debug, default_alloc, err);
     if (e)
         return respond_text(ctx, conn, status_of(e), err);
 
-    struct stack_counts *counts = NULL;
-    size_t n = 0;
-    e = read_counts(ctx, &qp.q, &counts, &n);
-    if (e) {
-        free(counts);
-        snprintf(err, sizeof(err), "read the BPF counts: %s", strerror(-e));
-        return respond_text(ctx, conn, MHD_HTTP_INTERNAL_SERVER_ERROR, err);
-    }
     int64_t t0 = now_ns();
-    struct heap_profile_spec spec = {
-        .pid = qp.q.pid,
-        .default_alloc = default_alloc,
-        .duration_ns = (int64_t)qp.q.seconds * 1000000000,
-        .symbolize = !qp.q.no_symbols,
-    };
     struct pprof_profile *p = NULL;
-    e = heap_profile_build(ctx->bpf, ctx->cache, &spec, counts, n, &p, err, sizeof(err));
-    free(counts);
+    e = views_build(ctx, &qp.q, who, default_alloc, &p, err, sizeof(err));
     if (e)
         return respond_text(ctx, conn, status_of(e), err);
 

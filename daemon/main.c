@@ -23,6 +23,7 @@
 #include "target_rules.h"
 #include "targets.h"
 #include "unwind_manager.h"
+#include "views.h"
 
 /* How often exited processes are detached and new matching ones attached. */
 #define SCAN_INTERVAL_SECONDS 1
@@ -136,6 +137,14 @@ int main(int argc, char **argv)
         options_free(&opts);
         return 0;
     }
+    /* Settings that can be wrong are checked before anything is loaded. */
+    char token[ACCESS_MAX_TOKEN + 1];
+    if (opts.token_file[0] &&
+        access_read_token(opts.token_file, token, sizeof(token), err, sizeof(err)) != 0) {
+        fprintf(stderr, "heapprofd: %s\n", err);
+        options_free(&opts);
+        return 1;
+    }
     sigset_t sigs;
     block_signals(&sigs);
 
@@ -143,8 +152,10 @@ int main(int argc, char **argv)
     struct targets targets;
     struct unwind_manager unwind;
     struct symbol_cache cache;
-    struct daemon_ctx ctx = {.cache = &cache};
+    struct exited_profiles exited;
+    struct daemon_ctx ctx = {.cache = &cache, .exited = &exited};
     symbol_cache_init(&cache);
+    exited_profiles_init(&exited);
     int e = bpf_state_load(&bpf, opts.sample_interval, opts.layout, opts.pin_dir,
                            &opts.map_sizes, ctx.bpf_error, sizeof(ctx.bpf_error));
     if (e == -EEXIST) {
@@ -163,6 +174,8 @@ int main(int argc, char **argv)
         if (unwind_manager_init(&unwind, &bpf) == 0)
             ctx.unwind = &unwind;
         targets_init(&targets, &bpf, ctx.unwind, opts.max_targets);
+        targets.on_exit = views_snapshot_exited;
+        targets.on_exit_arg = &ctx;
         int adopted = targets_adopt(&targets, err, sizeof(err));
         if (adopted > 0)
             fprintf(stderr, "heapprofd: adopted %d processes from the pinned maps\n", adopted);
@@ -174,12 +187,6 @@ int main(int argc, char **argv)
     if (ctx.targets)
         target_rules_scan(&opts, attach_matching, &scan);
 
-    char token[ACCESS_MAX_TOKEN + 1];
-    if (opts.token_file[0] &&
-        access_read_token(opts.token_file, token, sizeof(token), err, sizeof(err)) != 0) {
-        fprintf(stderr, "heapprofd: %s\n", err);
-        return 1;
-    }
     struct http_listen how = {
         .host = opts.listen_host,
         .port = opts.listen_port,
@@ -187,10 +194,12 @@ int main(int argc, char **argv)
         .token = opts.token_file[0] ? token : NULL,
         .unix_path = opts.unix_path[0] ? opts.unix_path : NULL,
     };
-    struct http_server *server;
+    struct http_server *server = NULL;
+    int rc = 0;
     if (http_server_start(&ctx, &how, &server, err, sizeof(err))) {
         fprintf(stderr, "heapprofd: %s\n", err);
-        return 1;
+        rc = 1;
+        goto shutdown;
     }
     if (how.unix_path)
         fprintf(stderr, "heapprofd: listening on unix socket %s\n", how.unix_path);
@@ -213,6 +222,7 @@ int main(int argc, char **argv)
         target_rules_scan(&opts, attach_matching, &scan);
     }
     fprintf(stderr, "heapprofd: stopping\n");
+shutdown:
     sd_notify_send("STOPPING=1");
     http_server_stop(server);
     /* Probes go; with pinned maps the counts stay for the next daemon. */
@@ -223,6 +233,7 @@ int main(int argc, char **argv)
     if (ctx.bpf)
         bpf_state_close(ctx.bpf);
     symbol_cache_destroy(&cache);
+    exited_profiles_destroy(&exited);
     options_free(&opts);
-    return 0;
+    return rc;
 }

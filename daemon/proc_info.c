@@ -38,6 +38,9 @@ int proc_start_time(pid_t pid, uint64_t *ticks)
     if (!p)
         return -EINVAL;
     p++;
+    /* A zombie has no memory left to profile: it is gone for us. */
+    if (p[0] == ' ' && (p[1] == 'Z' || p[1] == 'X'))
+        return -ESRCH;
     /* p is at the space before field 3 (state); step to the one before field 22. */
     for (int field = 3; field < 22 && p; field++)
         p = strchr(p + 1, ' ');

@@ -9,7 +9,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-/* Start time in clock ticks since boot (field 22 of /proc/PID/stat); -ESRCH if gone. */
+/* Start time in clock ticks since boot (field 22 of /proc/PID/stat); -ESRCH if
+ * gone or a zombie (which has no memory left). */
 int proc_start_time(pid_t pid, uint64_t *ticks);
 /* The command name (/proc/PID/comm, without newline); -ESRCH if gone. */
 int proc_comm(pid_t pid, char *buf, size_t len);

@@ -42,6 +42,13 @@ int profile_query_set(struct profile_query *q, const char *key, const char *valu
             return -EINVAL;
         }
         q->debug = (int)v;
+    } else if (strcmp(key, "min_age") == 0) {
+        if (!value || parse_duration(value, QUERY_MAX_AGE_NS, &v) != 0 || v == 0) {
+            snprintf(err, errlen, "bad min_age '%s': want a duration such as 30s, 5m or 1h30m, "
+                     "at most 720h", shown);
+            return -EINVAL;
+        }
+        q->min_age_ns = v;
     } else if (strcmp(key, "symbolize") == 0) {
         if (parse_u64(value, 0, 1, &v) != 0) {
             snprintf(err, errlen, "bad symbolize '%s': want 0 or 1", shown);
@@ -54,9 +61,51 @@ int profile_query_set(struct profile_query *q, const char *key, const char *valu
 
 int profile_query_finish(const struct profile_query *q, char *err, size_t errlen)
 {
-    if (q->pid == 0) {
-        snprintf(err, errlen, "missing pid: ask for /debug/pprof/heap?pid=N");
+    if (q->seconds && q->min_age_ns) {
+        snprintf(err, errlen, "seconds and min_age do not go together: a delta profile counts "
+                 "allocations, min_age shows old live ones");
         return -EINVAL;
     }
+    return 0;
+}
+
+int parse_duration(const char *s, uint64_t max_ns, uint64_t *out)
+{
+    static const struct {
+        const char *unit;
+        uint64_t ns;
+    } units[] = {{"ms", 1000000ULL}, {"s", 1000000000ULL}, {"m", 60000000000ULL},
+                 {"h", 3600000000000ULL}};
+    uint64_t total = 0, n;
+    if (!s || !*s)
+        return -EINVAL;
+    if (parse_u64(s, 0, max_ns / 1000000000ULL, &n) == 0) {
+        *out = n * 1000000000ULL; /* a plain number is seconds */
+        return 0;
+    }
+    while (*s) {
+        if (*s < '0' || *s > '9')
+            return -EINVAL;
+        n = 0;
+        for (; *s >= '0' && *s <= '9'; s++) {
+            if (n > max_ns / 10)
+                return -EINVAL;
+            n = n * 10 + (uint64_t)(*s - '0');
+        }
+        size_t k = 0;
+        for (; k < sizeof(units) / sizeof(units[0]); k++) {
+            size_t len = strlen(units[k].unit);
+            /* "m" must not swallow the "m" of "ms". */
+            if (strncmp(s, units[k].unit, len) == 0 && !(len == 1 && s[0] == 'm' && s[1] == 's'))
+                break;
+        }
+        if (k == sizeof(units) / sizeof(units[0]) || n > max_ns / units[k].ns)
+            return -EINVAL;
+        total += n * units[k].ns;
+        if (total > max_ns)
+            return -EINVAL;
+        s += strlen(units[k].unit);
+    }
+    *out = total;
     return 0;
 }

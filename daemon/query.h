@@ -9,7 +9,11 @@
 #define HEAPPROF_QUERY_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
+
+/* The oldest min_age accepted: 30 days. */
+#define QUERY_MAX_AGE_NS (30ULL * 24 * 3600 * 1000000000ULL)
 
 /* The longest delta profile: a scrape waits this long at most. */
 #define QUERY_MAX_SECONDS 300
@@ -20,13 +24,18 @@ struct profile_query {
     int seconds;     /* 0: not a delta profile */
     int debug;       /* 0: profile.proto; 1: Go's legacy text */
     int no_symbols;  /* symbolize=0: raw addresses and mappings, no functions */
+    uint64_t min_age_ns; /* min_age=: only allocations still alive and at least this old */
 };
 
 /* Takes one key=value pair into `q`; -EINVAL with a reason in `err` if the value is bad. */
 int profile_query_set(struct profile_query *q, const char *key, const char *value, char *err,
                       size_t errlen);
 
-/* Checks the query as a whole (pid present); -EINVAL with a reason if not. */
+/* Parses a Go-style duration ("90s", "5m", "1h30m", "250ms"; a plain number
+ * is seconds) into nanoseconds; -EINVAL if malformed or over `max_ns`. */
+int parse_duration(const char *s, uint64_t max_ns, uint64_t *out);
+
+/* Checks the query as a whole; -EINVAL with a reason if it does not hold together. */
 int profile_query_finish(const struct profile_query *q, char *err, size_t errlen);
 
 #endif

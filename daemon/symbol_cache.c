@@ -15,6 +15,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <time.h>
 
 /* Entries taken out of the table, to close once the lock is released. */
@@ -182,8 +183,14 @@ static int locate(pid_t pid, const struct proc_mapping *m, char *path, size_t le
     if (stat(path, &st) != 0) {
         /* map_files needs CAP_SYS_ADMIN: the path inside the process's root */
         int n = snprintf(path, len, "/proc/%d/root%s", (int)pid, m->path);
-        if (m->path[0] != '/' || n < 0 || (size_t)n >= len || stat(path, &st) != 0)
-            return -ENOENT;
+        if (m->path[0] != '/' || n < 0 || (size_t)n >= len || stat(path, &st) != 0) {
+            /* The process has exited (its last profile is being kept): the
+             * path in our namespace, if it is still the very file mapped. */
+            n = snprintf(path, len, "%s", m->path);
+            if (m->path[0] != '/' || n < 0 || (size_t)n >= len || stat(path, &st) != 0 ||
+                st.st_ino != m->inode || st.st_dev != makedev(m->dev_major, m->dev_minor))
+                return -ENOENT;
+        }
     }
     if (!S_ISREG(st.st_mode))
         return -ENOENT;

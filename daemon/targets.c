@@ -42,6 +42,8 @@ struct target {
     ino_t exe_ino;
     uint64_t malloc_addr;
     uint64_t malloc_inode;
+    struct proc_maps last_maps; /* as of the last scan: what its exit snapshot names frames by */
+    int exited;                 /* set when the reaper found it gone */
 };
 
 /* The identity of /proc/PID/exe; -errno if it cannot be read. */
@@ -75,8 +77,9 @@ void targets_init(struct targets *t, struct bpf_state *bpf, struct unwind_manage
 }
 
 /* Whether the process in `tg` is no longer the program we attached to:
- * another executable, or malloc's code no longer where it was (exec). */
-static int has_exec_d(const struct target *tg)
+ * another executable, or malloc's code no longer where it was (exec).
+ * Keeps the maps it reads as the target's last ones. */
+static int has_exec_d(struct target *tg)
 {
     dev_t dev = 0;
     ino_t ino = 0;
@@ -86,9 +89,14 @@ static int has_exec_d(const struct target *tg)
     struct proc_maps maps;
     if (proc_maps_read(tg->pid, &maps) != 0)
         return 0; /* gone: the reaper's start time check deals with it */
+    if (maps.n == 0) {
+        proc_maps_free(&maps);
+        return 0; /* exiting: its memory is gone, the last maps stay */
+    }
     const struct proc_mapping *m = proc_maps_find(&maps, tg->malloc_addr);
     int moved = !m || m->inode != tg->malloc_inode;
-    proc_maps_free(&maps);
+    proc_maps_free(&tg->last_maps);
+    tg->last_maps = maps;
     return moved;
 }
 
@@ -135,10 +143,17 @@ static uint64_t release_probes(struct targets *t, struct target *tg, int keep_st
 }
 
 /* release_probes(), then frees `tg`: for targets no slot points to any more. */
+/* Frees a target whose probes are gone. */
+static void free_target(struct target *tg)
+{
+    proc_maps_free(&tg->last_maps);
+    free(tg);
+}
+
 static uint64_t release(struct targets *t, struct target *tg, int keep_state)
 {
     uint64_t took = release_probes(t, tg, keep_state);
-    free(tg);
+    free_target(tg);
     return took;
 }
 
@@ -295,10 +310,12 @@ static int attach(struct targets *t, size_t slot, pid_t pid, uint64_t start_time
     if (proc_comm(pid, tg->comm, sizeof(tg->comm)) != 0)
         tg->comm[0] = '\0';
 
-    struct hp_image img = {.nfuncs = (uint32_t)plan.n};
+    struct hp_image img = {.nfuncs = (uint32_t)plan.n, .lo = UINT64_MAX, .hi = 0};
     for (size_t i = 0; i < plan.n; i++) {
         img.start[i] = plan.funcs[i].runtime_start;
         img.end[i] = plan.funcs[i].runtime_end;
+        img.lo = img.start[i] < img.lo ? img.start[i] : img.lo;
+        img.hi = img.end[i] > img.hi ? img.end[i] : img.hi;
         tg->emulated += plan.funcs[i].emulated;
         if (plan.funcs[i].kind == HP_MALLOC) {
             snprintf(tg->allocator, sizeof(tg->allocator), "%s", plan.funcs[i].object_path);
@@ -398,6 +415,7 @@ void targets_reap(struct targets *t)
         int exec = !exited && has_exec_d(tg);
         if (exec)
             exec_d[nexec++] = tg->pid;
+        tg->exited = exited;
         if (exited || exec) {
             tg->detaching = 1;
             gone[n++] = i;
@@ -414,12 +432,15 @@ void targets_reap(struct targets *t)
     struct target *dead[HP_MAX_TARGETS];
     for (size_t k = 0; k < n; k++) {
         dead[k] = t->slot[gone[k]];
+        /* Its counts are still in the maps: keep its last profile first. */
+        if (dead[k]->exited && t->on_exit && dead[k]->last_maps.n)
+            t->on_exit(t->on_exit_arg, dead[k]->pid, dead[k]->comm, &dead[k]->last_maps);
         took = release_probes(t, dead[k], 0);
     }
 
     pthread_mutex_lock(&t->lock);
     for (size_t k = 0; k < n; k++) {
-        free(dead[k]);
+        free_target(dead[k]);
         t->slot[gone[k]] = NULL;
         t->detached_total++;
         t->last_detach_ns = took;

@@ -16,6 +16,7 @@
 
 #include "bpf_state.h"
 #include "hp_limits.h"
+#include "proc_maps.h"
 #include "unwind_manager.h"
 
 struct target;
@@ -28,6 +29,11 @@ struct target_info {
     size_t nfuncs;         /* allocator functions probed */
     size_t emulated;       /* of which probed on an instruction the kernel emulates */
 };
+
+/* Called as a target's exit is noticed, before its BPF state goes: its
+ * last memory map, as read at the previous scan, stands in for /proc. */
+typedef void (*targets_exit_fn)(void *arg, pid_t pid, const char *comm,
+                                const struct proc_maps *maps);
 
 /* The table of profiled processes; its slot index is the BPF image slot. */
 struct targets {
@@ -42,6 +48,8 @@ struct targets {
     uint64_t last_detach_ns; /* under lock: how long removing the last target's probes took */
     uint64_t reattached_total; /* processes attached again after exec (reaper thread only) */
     size_t max_targets;      /* processes profiled at once */
+    targets_exit_fn on_exit; /* NULL: nothing kept of exited processes */
+    void *on_exit_arg;
 };
 
 /* `max_targets`: processes profiled at once (0: HP_MAX_TARGETS). */

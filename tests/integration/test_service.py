@@ -1,10 +1,13 @@
 """heapprofd as a service, with real processes: processes matched by the
-target rules (comm, exe, cgroup) are picked up within 3 s of their start;
-a process that exits is detached within 3 s and answers 404; a reused pid
-never shows its predecessor's allocations; exec attaches afresh; SIGHUP
-rereads the config; a restart keeps the in-use totals exact (pinned maps)
-and a daemon with another sample interval refuses the pinned maps; /metrics
-is valid Prometheus text whose counters follow what happened.
+target rules (comm, exe, cgroup) are picked up within 3 s of their start,
+one over --max-targets once a slot frees, one matched before its libraries
+were loaded once they are; a process that exits is detached within 3 s and
+answers 404; a reused pid never shows its predecessor's allocations; exec
+attaches afresh (to another program, or to the same one: that relies on
+ASLR placing libc elsewhere); SIGHUP rereads the config; a restart keeps
+the in-use totals exact (pinned maps) and a daemon with another sample
+interval or on maps of another state version refuses them; /metrics is
+valid Prometheus text whose counters follow what happened.
 
 One daemon (--sample-interval 1, a config file with one rule of each kind)
 serves most tests; the restart test runs its own two. The rules name things
@@ -55,6 +58,9 @@ ROUNDS_EXPECTED = [
      "round2_alloc": [40, 200000, 0, 0],
      "round3_alloc": [10, 10000, 10, 10000]},
 ]
+
+# The magic number of the pinned meta map (bpf/heapprof.h HP_STATE_MAGIC).
+STATE_MAGIC = 0x68656170
 
 # execs.c (keep in step).
 BEFORE_EXEC = {"before_exec_alloc": [100, 70000, 100, 70000]}
@@ -607,7 +613,8 @@ def test_a_restart_keeps_in_use_totals_exact_and_another_interval_is_refused():
     under A) and allocations. The workload is idle while no daemon runs:
     what a process does between A's exit and B's attach is not seen (the
     probes are gone then). Then a daemon with another --sample-interval on
-    that pin directory exits with 1, naming it."""
+    that pin directory exits with 1, naming it, and so does one on maps of
+    another state version (an upgrade that changed them)."""
     pin = f"/sys/fs/bpf/heapprofd-test-{os.getpid()}-{int(time.time() * 1000) % 100000}"
     try:
         with h.Workload("rounds") as w:
@@ -641,6 +648,23 @@ def test_a_restart_keeps_in_use_totals_exact_and_another_interval_is_refused():
                 f"stderr:\n{r.stderr}")
         h.check("listening on" not in r.stderr,
                 f"the refused daemon served anyway; stderr:\n{r.stderr}")
+        # Maps of another state version (as after an upgrade that changed
+        # them): the meta map's version is made 999 with bpftool.
+        meta = os.path.join(pin, "meta")
+        value = (STATE_MAGIC.to_bytes(4, "little") + (999).to_bytes(4, "little")
+                 + (1).to_bytes(8, "little"))
+        bt = subprocess.run(["bpftool", "map", "update", "pinned", meta, "key", "hex",
+                             "00", "00", "00", "00", "value", "hex"]
+                            + [f"{b:02x}" for b in value], capture_output=True, text=True)
+        h.check(bt.returncode == 0, f"bpftool map update {meta}: {bt.stderr}")
+        cmd[cmd.index("--sample-interval") + 1] = "1"
+        r = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                           timeout=30)
+        h.check(r.returncode == 1, f"{' '.join(cmd)} on maps of state version 999: expected "
+                                   f"exit status 1, got {r.returncode}; stderr:\n{r.stderr}")
+        h.check(pin in r.stderr and "version" in r.stderr,
+                f"the refusal should name the pin directory {pin} and the version; "
+                f"stderr:\n{r.stderr}")
     finally:
         shutil.rmtree(pin, ignore_errors=True)
 

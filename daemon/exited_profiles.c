@@ -1,0 +1,108 @@
+/*
+ * exited_profiles.c - keeps the last profiles of exited processes for a
+ * while (see exited_profiles.h).
+ */
+#include "exited_profiles.h"
+
+#include <errno.h>
+#include <string.h>
+
+static time_t now_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec;
+}
+
+void exited_profiles_init(struct exited_profiles *x)
+{
+    memset(x, 0, sizeof(*x));
+    pthread_mutex_init(&x->lock, NULL);
+}
+
+/* Empties an entry. */
+static void clear_entry(struct exited_entry *e)
+{
+    for (int f = 0; f < EXITED_FORMS; f++)
+        pprof_buf_free(&e->forms[f]);
+    e->pid = 0;
+}
+
+void exited_profiles_destroy(struct exited_profiles *x)
+{
+    for (size_t i = 0; i < EXITED_MAX; i++)
+        clear_entry(&x->v[i]);
+    pthread_mutex_destroy(&x->lock);
+}
+
+/* Encodes `p` in every form; the default sample type is set per form. */
+static int encode_forms(struct pprof_profile *p, struct pprof_buf forms[EXITED_FORMS])
+{
+    struct pprof_buf raw = {0};
+    int e = pprof_set_default_sample_type(p, "inuse_space");
+    if (e == 0)
+        e = pprof_encode(p, &raw);
+    if (e == 0)
+        e = pprof_gzip(raw.data, raw.len, &forms[EXITED_HEAP_PROTO]);
+    pprof_buf_free(&raw);
+    if (e == 0)
+        e = pprof_set_default_sample_type(p, "alloc_space");
+    if (e == 0)
+        e = pprof_encode(p, &raw);
+    if (e == 0)
+        e = pprof_gzip(raw.data, raw.len, &forms[EXITED_ALLOCS_PROTO]);
+    pprof_buf_free(&raw);
+    if (e == 0)
+        e = pprof_write_heap_text(p, &forms[EXITED_TEXT]);
+    return e;
+}
+
+int exited_profiles_put(struct exited_profiles *x, pid_t pid, struct pprof_profile *p)
+{
+    struct pprof_buf forms[EXITED_FORMS] = {{0}};
+    int e = encode_forms(p, forms); /* outside the lock: encoding takes a while */
+    if (e) {
+        for (int f = 0; f < EXITED_FORMS; f++)
+            pprof_buf_free(&forms[f]);
+        return e;
+    }
+    pthread_mutex_lock(&x->lock);
+    time_t now = now_seconds();
+    size_t slot = EXITED_MAX;
+    for (size_t i = 0; i < EXITED_MAX && slot == EXITED_MAX; i++)
+        if (x->v[i].pid == pid || x->v[i].pid == 0 ||
+            now - x->v[i].exited_at > EXITED_KEEP_SECONDS)
+            slot = i;
+    if (slot == EXITED_MAX) {
+        slot = x->next; /* all taken and fresh: the oldest written goes */
+        x->next = (x->next + 1) % EXITED_MAX;
+    }
+    clear_entry(&x->v[slot]);
+    x->v[slot].pid = pid;
+    x->v[slot].exited_at = now;
+    memcpy(x->v[slot].forms, forms, sizeof(forms));
+    pthread_mutex_unlock(&x->lock);
+    return 0;
+}
+
+int exited_profiles_get(struct exited_profiles *x, pid_t pid, enum exited_form form,
+                        struct pprof_buf *out)
+{
+    int e = -ENOENT;
+    pthread_mutex_lock(&x->lock);
+    time_t now = now_seconds();
+    for (size_t i = 0; i < EXITED_MAX; i++) {
+        struct exited_entry *en = &x->v[i];
+        if (en->pid != pid)
+            continue;
+        if (now - en->exited_at > EXITED_KEEP_SECONDS) {
+            clear_entry(en);
+            break;
+        }
+        e = pprof_buf_append(out, en->forms[form].data ? en->forms[form].data : (uint8_t *)"",
+                             en->forms[form].len);
+        break;
+    }
+    pthread_mutex_unlock(&x->lock);
+    return e;
+}

@@ -1,0 +1,53 @@
+/*
+ * exited_profiles.h - the last profile of each process that exited while
+ * profiled, kept for a while so that a scrape that comes just after the
+ * exit (or a person who asks why a process grew before it died) still gets
+ * it. Entries are kept EXITED_KEEP_SECONDS, at most EXITED_MAX of them (the
+ * oldest go first); each holds the encoded forms, tens of KiB.
+ *
+ * Thread-safe: one lock.
+ */
+#ifndef HEAPPROF_EXITED_PROFILES_H
+#define HEAPPROF_EXITED_PROFILES_H
+
+#include <pthread.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <time.h>
+
+#include "pprof.h"
+
+/* How long an exited process's last profile stays readable. */
+#define EXITED_KEEP_SECONDS 600
+/* Exited processes remembered at once. */
+#define EXITED_MAX 64
+
+/* Which encoding of a kept profile. */
+enum exited_form {
+    EXITED_HEAP_PROTO = 0, /* gzipped profile.proto, default inuse_space */
+    EXITED_ALLOCS_PROTO,   /* the same, default alloc_space */
+    EXITED_TEXT,           /* Go's debug=1 text */
+    EXITED_FORMS,
+};
+
+struct exited_profiles {
+    pthread_mutex_t lock;
+    struct exited_entry {
+        pid_t pid;
+        time_t exited_at; /* CLOCK_MONOTONIC seconds */
+        struct pprof_buf forms[EXITED_FORMS];
+    } v[EXITED_MAX];
+    size_t next; /* the slot to reuse when all are taken */
+};
+
+void exited_profiles_init(struct exited_profiles *x);
+void exited_profiles_destroy(struct exited_profiles *x);
+
+/* Keeps the last profile of `pid` (encoded now; `p` stays the caller's). */
+int exited_profiles_put(struct exited_profiles *x, pid_t pid, struct pprof_profile *p);
+
+/* A copy of the kept profile of `pid` in form `form`; -ENOENT if none or expired. */
+int exited_profiles_get(struct exited_profiles *x, pid_t pid, enum exited_form form,
+                        struct pprof_buf *out);
+
+#endif

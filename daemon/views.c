@@ -1,0 +1,150 @@
+/*
+ * views.c - reads the counts a request asks for and builds its profile
+ * (see views.h).
+ */
+#include "views.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "heap_profile.h"
+#include "targets.h"
+
+/* One process's counts being gathered. */
+struct gathered {
+    pid_t pid;
+    char comm[17];
+    struct stack_counts *counts;
+    size_t n;
+};
+
+static uint64_t monotonic_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* The cumulative counts, or the live allocations older than min_age. */
+static int read_one(struct daemon_ctx *ctx, const struct profile_query *q, pid_t pid,
+                    struct stack_counts **out, size_t *n)
+{
+    if (q->min_age_ns) {
+        uint64_t now = monotonic_ns();
+        uint64_t before = now > q->min_age_ns ? now - q->min_age_ns : 0;
+        return bpf_state_read_live(ctx->bpf, (uint32_t)pid, before, out, n);
+    }
+    return bpf_state_read_counts(ctx->bpf, (uint32_t)pid, out, n);
+}
+
+/* Fills g[i].counts for every process, over the delta window if asked. */
+static int read_all(struct daemon_ctx *ctx, const struct profile_query *q, struct gathered *g,
+                    size_t ng)
+{
+    int e = 0;
+    for (size_t i = 0; i < ng && e == 0; i++)
+        e = read_one(ctx, q, g[i].pid, &g[i].counts, &g[i].n);
+    if (e || q->seconds == 0)
+        return e;
+    sleep((unsigned)q->seconds);
+    for (size_t i = 0; i < ng && e == 0; i++) {
+        struct stack_counts *after = NULL, *delta = NULL;
+        size_t nafter = 0, ndelta = 0;
+        e = bpf_state_read_counts(ctx->bpf, (uint32_t)g[i].pid, &after, &nafter);
+        if (e == 0)
+            e = heap_profile_delta(g[i].counts, g[i].n, after, nafter, &delta, &ndelta);
+        free(after);
+        free(g[i].counts);
+        g[i].counts = delta;
+        g[i].n = ndelta;
+    }
+    return e;
+}
+
+/* The processes of the profile: one, or every target `who` may see. */
+static size_t choose(struct daemon_ctx *ctx, const struct profile_query *q,
+                     const struct caller *who, struct gathered *g)
+{
+    if (q->pid) {
+        g[0].pid = q->pid;
+        return 1;
+    }
+    struct target_info *info = calloc(HP_MAX_TARGETS, sizeof(*info));
+    if (!info)
+        return 0;
+    size_t n = targets_list(ctx->targets, info, HP_MAX_TARGETS), k = 0;
+    for (size_t i = 0; i < n && i < HP_MAX_TARGETS; i++) {
+        if (access_may_profile(who, info[i].pid) != 0)
+            continue;
+        g[k].pid = info[i].pid;
+        memcpy(g[k].comm, info[i].comm, sizeof(g[k].comm));
+        k++;
+    }
+    free(info);
+    return k;
+}
+
+int views_build(struct daemon_ctx *ctx, const struct profile_query *q, const struct caller *who,
+                int default_alloc, struct pprof_profile **out, char *err, size_t errlen)
+{
+    struct gathered *g = calloc(HP_MAX_TARGETS, sizeof(*g));
+    struct heap_profile_part *parts = calloc(HP_MAX_TARGETS, sizeof(*parts));
+    int e = g && parts ? 0 : -ENOMEM;
+    size_t ng = e ? 0 : choose(ctx, q, who, g);
+    if (e == 0)
+        e = read_all(ctx, q, g, ng);
+    if (e) {
+        snprintf(err, errlen, "read the BPF counts: %s", strerror(-e));
+        goto out;
+    }
+    for (size_t i = 0; i < ng; i++)
+        parts[i] = (struct heap_profile_part){
+            .pid = g[i].pid, .comm = g[i].comm, .counts = g[i].counts, .n = g[i].n};
+    struct heap_profile_spec spec = {
+        .pid = q->pid,
+        .default_alloc = default_alloc,
+        .duration_ns = (int64_t)q->seconds * 1000000000,
+        .symbolize = !q->no_symbols,
+    };
+    e = heap_profile_build_parts(ctx->bpf, ctx->cache, &spec, parts, ng, q->pid == 0, out, err,
+                                 errlen);
+out:
+    for (size_t i = 0; g && i < ng; i++)
+        free(g[i].counts);
+    free(g);
+    free(parts);
+    return e;
+}
+
+void views_snapshot_exited(void *arg, pid_t pid, const char *comm, const struct proc_maps *maps)
+{
+    struct daemon_ctx *ctx = arg;
+    struct stack_counts *counts = NULL;
+    size_t n = 0;
+    struct pprof_profile *p = NULL;
+    char err[256];
+    if (bpf_state_read_counts(ctx->bpf, (uint32_t)pid, &counts, &n) != 0) {
+        fprintf(stderr, "heapprofd: pid %d exited: its counts could not be read\n", (int)pid);
+        return;
+    }
+    struct heap_profile_part part = {.pid = pid, .comm = comm, .maps = maps, .counts = counts,
+                                     .n = n};
+    struct heap_profile_spec spec = {.pid = pid, .symbolize = true};
+    if (heap_profile_build_parts(ctx->bpf, ctx->cache, &spec, &part, 1, 0, &p, err,
+                                 sizeof(err)) == 0) {
+        char line[96];
+        snprintf(line, sizeof(line), "heapprofd: process %d exited; this is its last profile",
+                 (int)pid);
+        pprof_add_comment(p, line);
+        if (exited_profiles_put(ctx->exited, pid, p) != 0)
+            fprintf(stderr, "heapprofd: pid %d exited: keeping its profile failed\n", (int)pid);
+    } else {
+        fprintf(stderr, "heapprofd: pid %d exited: %s\n", (int)pid, err);
+    }
+    pprof_free(p);
+    free(counts);
+}

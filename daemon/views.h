@@ -1,0 +1,32 @@
+/*
+ * views.h - the profiles a request can ask for, built from the BPF maps:
+ * one process or every profiled one (labelled pid and comm), cumulative,
+ * a delta over the next S seconds, or the leak view of allocations still
+ * alive and older than min_age; and the snapshot of a process's last
+ * profile when it exits.
+ */
+#ifndef HEAPPROF_VIEWS_H
+#define HEAPPROF_VIEWS_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+#include "access.h"
+#include "daemon_ctx.h"
+#include "pprof.h"
+#include "proc_maps.h"
+#include "query.h"
+
+/*
+ * Builds the profile `q` asks for (q->pid 0: every profiled process `who`
+ * may see). The process must be attached already. 0 and *out, or -errno
+ * with a reason in `err` (-ESRCH: the process is gone).
+ */
+int views_build(struct daemon_ctx *ctx, const struct profile_query *q, const struct caller *who,
+                int default_alloc, struct pprof_profile **out, char *err, size_t errlen);
+
+/* Keeps the last profile of a process that exited (a targets_exit_fn;
+ * `arg` is the daemon_ctx). Its BPF counts are still there; /proc is not. */
+void views_snapshot_exited(void *arg, pid_t pid, const char *comm, const struct proc_maps *maps);
+
+#endif
