@@ -72,8 +72,10 @@ static void attach_matching(pid_t pid, void *arg)
         return;
     int e = targets_ensure(s->targets, pid, err, sizeof(err));
     /* Over the cap (-ENOSPC): not remembered, so retried at each scan and
-     * attached once a slot frees. */
-    if (e == 0 || e == -EAGAIN || e == -ENOSPC)
+     * attached once a slot frees. No allocator yet (-ENOENT): a process
+     * matched right after exec has no libc mapped until the dynamic linker
+     * runs, so it is retried too. */
+    if (e == 0 || e == -EAGAIN || e == -ENOSPC || e == -ENOENT || e == -ESRCH)
         return;
     fprintf(stderr, "heapprofd: pid %d matches a target rule but: %s\n", (int)pid, err);
     s->failed[s->next_failed].pid = pid;
