@@ -480,6 +480,30 @@ int bpf_state_read_live(struct bpf_state *b, uint32_t tgid, uint64_t before_ns,
     return 0;
 }
 
+int bpf_state_process_totals(struct bpf_state *b, const uint32_t *tgids, size_t n,
+                             struct hp_counts *out)
+{
+    int fd = bpf_map__fd(b->skel->maps.counts);
+    struct hp_count_key key, next;
+    void *prev = NULL;
+    memset(out, 0, n * sizeof(*out));
+    while (bpf_map_get_next_key(fd, prev, &next) == 0) {
+        key = next;
+        prev = &key;
+        for (size_t i = 0; i < n; i++) {
+            struct hp_counts c;
+            if (tgids[i] != next.tgid || bpf_map_lookup_elem(fd, &next, &c) != 0)
+                continue;
+            out[i].alloc_objects += c.alloc_objects;
+            out[i].alloc_bytes += c.alloc_bytes;
+            out[i].inuse_objects += c.inuse_objects;
+            out[i].inuse_bytes += c.inuse_bytes;
+            break;
+        }
+    }
+    return 0;
+}
+
 int bpf_state_read_stack(struct bpf_state *b, uint64_t id, struct hp_stack *st)
 {
     int fd = bpf_map__fd(b->skel->maps.stacks);

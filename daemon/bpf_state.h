@@ -105,6 +105,11 @@ int bpf_state_read_counts(struct bpf_state *b, uint32_t tgid, struct stack_count
 int bpf_state_read_live(struct bpf_state *b, uint32_t tgid, uint64_t before_ns,
                         struct stack_counts **out, size_t *n);
 
+/* The counts of each of the `n` processes in `tgids` summed over their
+ * stacks into out[i] (fixed point), in one walk of the counts map. */
+int bpf_state_process_totals(struct bpf_state *b, const uint32_t *tgids, size_t n,
+                             struct hp_counts *out);
+
 /* The frames of stack `id` into `st`; -ENOENT if it is not stored. */
 int bpf_state_read_stack(struct bpf_state *b, uint64_t id, struct hp_stack *st);
 

@@ -26,6 +26,7 @@ struct daemon_ctx {
     atomic_uint_fast64_t request_errors;
     atomic_uint_fast64_t profiles_served;
     atomic_uint_fast64_t profile_build_ns; /* total time spent building profiles */
+    atomic_uint_fast64_t profile_builds;   /* profiles built (the count of that time) */
 };
 
 #endif

@@ -196,6 +196,7 @@ static enum MHD_Result serve_profile(struct daemon_ctx *ctx, struct MHD_Connecti
     pprof_free(p);
     pprof_buf_free(&raw);
     atomic_fetch_add(&ctx->profile_build_ns, (uint64_t)(now_ns() - t0));
+    atomic_fetch_add(&ctx->profile_builds, 1);
     if (e) {
         pprof_buf_free(&out);
         snprintf(err, sizeof(err), "encode the profile: %s", strerror(-e));

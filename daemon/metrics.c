@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "hp_limits.h"
@@ -29,6 +30,65 @@ static int emit_metric(struct pprof_buf *out, const char *name, const char *type
 {
     int e = emit(out, "# HELP heapprofd_%s %s\n# TYPE heapprofd_%s %s\n", name, help, name, type);
     return e ? e : emit(out, "heapprofd_%s %llu\n", name, value);
+}
+
+/* Escapes a label value for the Prometheus text format (backslash, quote, newline). */
+static void label_escape(char *dst, size_t len, const char *src)
+{
+    size_t o = 0;
+    for (; *src && o + 3 < len; src++) {
+        if (*src == '\\' || *src == '"') {
+            dst[o++] = '\\';
+            dst[o++] = *src;
+        } else if (*src == '\n') {
+            dst[o++] = '\\';
+            dst[o++] = 'n';
+        } else {
+            dst[o++] = *src;
+        }
+    }
+    dst[o] = '\0';
+}
+
+/* Per profiled process: its estimated in-use and allocated bytes. */
+static int write_target_metrics(struct daemon_ctx *ctx, struct pprof_buf *out)
+{
+    struct target_info *info = calloc(HP_MAX_TARGETS, sizeof(*info));
+    uint32_t *tgids = calloc(HP_MAX_TARGETS, sizeof(*tgids));
+    struct hp_counts *totals = calloc(HP_MAX_TARGETS, sizeof(*totals));
+    int e = info && tgids && totals ? 0 : -ENOMEM;
+    size_t n = e ? 0 : targets_list(ctx->targets, info, HP_MAX_TARGETS);
+    if (n > HP_MAX_TARGETS)
+        n = HP_MAX_TARGETS;
+    for (size_t i = 0; i < n; i++)
+        tgids[i] = (uint32_t)info[i].pid;
+    if (e == 0)
+        e = bpf_state_process_totals(ctx->bpf, tgids, n, totals);
+    if (e == 0)
+        e = emit(out, "# HELP heapprofd_target_inuse_bytes Estimated bytes in use, per "
+                      "profiled process.\n# TYPE heapprofd_target_inuse_bytes gauge\n");
+    for (size_t i = 0; i < n && e == 0; i++) {
+        char comm[64];
+        label_escape(comm, sizeof(comm), info[i].comm);
+        int64_t inuse = totals[i].inuse_bytes > 0 ? totals[i].inuse_bytes >> HP_BYTES_SHIFT : 0;
+        e = emit(out, "heapprofd_target_inuse_bytes{pid=\"%d\",comm=\"%s\"} %lld\n",
+                 (int)info[i].pid, comm, (long long)inuse);
+    }
+    if (e == 0)
+        e = emit(out, "# HELP heapprofd_target_allocated_bytes_total Estimated bytes allocated "
+                      "since attach, per profiled process.\n"
+                      "# TYPE heapprofd_target_allocated_bytes_total counter\n");
+    for (size_t i = 0; i < n && e == 0; i++) {
+        char comm[64];
+        label_escape(comm, sizeof(comm), info[i].comm);
+        e = emit(out, "heapprofd_target_allocated_bytes_total{pid=\"%d\",comm=\"%s\"} %llu\n",
+                 (int)info[i].pid, comm,
+                 (unsigned long long)(totals[i].alloc_bytes >> HP_BYTES_SHIFT));
+    }
+    free(info);
+    free(tgids);
+    free(totals);
+    return e;
 }
 
 /* The BPF side's counters and map fill; nothing when BPF is unavailable. */
@@ -141,9 +201,15 @@ int metrics_write(struct daemon_ctx *ctx, struct pprof_buf *out)
         e = emit_metric(out, "profiles_served_total", "counter", "Profiles served.",
                         atomic_load(&ctx->profiles_served));
     if (e == 0)
-        e = emit_metric(out, "profile_build_seconds_total", "counter",
-                        "Time spent building profiles, in whole seconds.",
-                        atomic_load(&ctx->profile_build_ns) / 1000000000ULL);
+        e = emit(out, "# HELP heapprofd_profile_build_seconds Time spent building and "
+                      "encoding profiles (sum and count: divide for the mean per scrape).\n"
+                      "# TYPE heapprofd_profile_build_seconds summary\n"
+                      "heapprofd_profile_build_seconds_sum %.6f\n"
+                      "heapprofd_profile_build_seconds_count %llu\n",
+                 atomic_load(&ctx->profile_build_ns) / 1e9,
+                 (unsigned long long)atomic_load(&ctx->profile_builds));
+    if (e == 0 && ctx->targets && ctx->bpf)
+        e = write_target_metrics(ctx, out);
     if (e == 0 && ctx->cache) {
         struct symbol_cache_stats sc;
         symbol_cache_stats(ctx->cache, &sc);

@@ -1,0 +1,99 @@
+"""The views of a profile beyond one process's cumulative counts: every
+profiled process in one profile with pid and comm labels; the min_age leak
+view (only allocations still alive and older than a duration); and the last
+profile of a process that exited, kept after its exit. All at
+--sample-interval 1, so every figure is exact."""
+
+import time
+
+import heapprof_harness as h
+
+# exact.c's alloc_small: 1000 x malloc(100), kept.
+SMALL = [1000, 100000, 1000, 100000]
+# two_rounds.c: round 1 alloc_first 100 x 1000, round 2 alloc_second 50 x 2000, all kept.
+FIRST = [100, 100000, 100, 100000]
+SECOND = [50, 100000, 50, 100000]
+
+
+def totals_for_pid(body, pid):
+    """Totals per leaf of the samples labelled pid=`pid` in an all-process profile."""
+    raw = h.pprof(body, "-raw", f"-tagfocus=pid=^{pid}$")
+    return h.totals_by_leaf(h.parse_raw(raw).samples)
+
+
+def test_all_processes_in_one_profile_labelled_by_pid():
+    with h.Daemon("--sample-interval", "1") as d, h.Workload("exact") as a, \
+            h.Workload("two_rounds") as b:
+        for w in (a, b):
+            d.profile(f"/debug/pprof/heap?pid={w.pid}")
+        a.run()
+        b.run()
+        body = d.profile("/debug/pprof/heap")
+        raw = h.pprof(body, "-raw")
+        for w in (a, b):
+            h.check(f"pid:[{w.pid}]" in raw.replace(" ", ""),
+                    f"no sample labelled pid {w.pid} in:\n{raw[:2000]}")
+        h.check("comm:[two_rounds]" in raw.replace(" ", ""), "no comm label two_rounds")
+        h.check_equal(totals_for_pid(body, a.pid).get("alloc_small"), SMALL,
+                      "exact's alloc_small in the all-process profile")
+        h.check_equal(totals_for_pid(body, b.pid).get("alloc_first"), FIRST,
+                      "two_rounds' alloc_first in the all-process profile")
+        h.check("alloc_small" not in totals_for_pid(body, b.pid),
+                "one process's functions under another's pid")
+        a.finish()
+        b.finish()
+
+
+def test_min_age_shows_only_allocations_older_than_it():
+    with h.Daemon("--sample-interval", "1") as d, h.Workload("two_rounds") as w:
+        d.profile(f"/debug/pprof/heap?pid={w.pid}")
+        w.run()             # round 1
+        time.sleep(2.5)
+        w.run()             # round 2, just now
+        old = h.totals_by_leaf(h.decode(d.profile(f"/debug/pprof/heap?pid={w.pid}&min_age=2s")).samples)
+        h.check_equal(old.get("alloc_first"), FIRST, "round 1 under min_age=2s")
+        h.check("alloc_second" not in old, f"round 2 is younger than 2 s but shown: {old}")
+        every = h.totals_by_leaf(h.decode(d.profile(f"/debug/pprof/heap?pid={w.pid}&min_age=1ms")).samples)
+        h.check_equal(every.get("alloc_second"), SECOND, "round 2 under min_age=1ms")
+        none = h.decode(d.profile(f"/debug/pprof/heap?pid={w.pid}&min_age=1h")).samples
+        h.check(not none, f"nothing is an hour old, yet: {none}")
+        for bad in ("1y", "", "-5s", "5", "s", "99999999h"):
+            status, body = d.get(f"/debug/pprof/heap?pid={w.pid}&min_age={bad}")
+            if bad == "5":
+                h.check_equal(status, 200, "min_age=5 (plain seconds)")
+            else:
+                h.check_equal(status, 400, f"min_age={bad!r}")
+        status, _ = d.get(f"/debug/pprof/heap?pid={w.pid}&min_age=1s&seconds=1")
+        h.check_equal(status, 400, "min_age with seconds")
+        w.finish()
+
+
+def test_the_last_profile_of_an_exited_process_stays_readable():
+    with h.Daemon("--sample-interval", "1") as d:
+        w = h.Workload("exact")
+        d.profile(f"/debug/pprof/heap?pid={w.pid}")
+        w.run()
+        before = h.totals_by_leaf(h.decode(d.profile(f"/debug/pprof/heap?pid={w.pid}")).samples)
+        time.sleep(1.2)  # one scan with the process alive: its maps are kept
+        w.finish()
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and "heapprofd_targets 0" not in d.get("/metrics")[1].decode():
+            time.sleep(0.2)
+        body = d.profile(f"/debug/pprof/heap?pid={w.pid}")
+        raw = h.pprof(body, "-raw")
+        h.check("exited" in raw, "the kept profile says the process exited")
+        after = h.totals_by_leaf(h.parse_raw(raw).samples)
+        h.check_equal(after, before, "totals per leaf of the exited process")
+        h.check_equal(d.get(f"/debug/pprof/allocs?pid={w.pid}")[0], 200, "allocs of the exited")
+        status, text = d.get(f"/debug/pprof/heap?pid={w.pid}&debug=1")
+        h.check(status == 200 and text.startswith(b"heap profile:"), "debug=1 of the exited")
+        status, _ = d.get(f"/debug/pprof/heap?pid={h.nonexistent_pid()}")
+        h.check_equal(status, 404, "a process never profiled")
+
+
+if __name__ == "__main__":
+    h.run([
+        test_all_processes_in_one_profile_labelled_by_pid,
+        test_min_age_shows_only_allocations_older_than_it,
+        test_the_last_profile_of_an_exited_process_stays_readable,
+    ])
