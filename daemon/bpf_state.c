@@ -387,6 +387,21 @@ void bpf_state_delete_unwind_proc(struct bpf_state *b, uint32_t tgid)
     bpf_map_delete_elem(bpf_map__fd(b->skel->maps.unwind_procs), &tgid);
 }
 
+/* Appends `sc` to the growing array v[0..*len). */
+static int push_counts(struct stack_counts **v, size_t *len, size_t *cap, struct stack_counts sc)
+{
+    if (*len == *cap) {
+        size_t ncap = *cap ? *cap * 2 : 64;
+        struct stack_counts *nv = realloc(*v, ncap * sizeof(*nv));
+        if (!nv)
+            return -ENOMEM;
+        *v = nv;
+        *cap = ncap;
+    }
+    (*v)[(*len)++] = sc;
+    return 0;
+}
+
 int bpf_state_read_counts(struct bpf_state *b, uint32_t tgid, struct stack_counts **out, size_t *n)
 {
     int fd = bpf_map__fd(b->skel->maps.counts);
@@ -397,24 +412,13 @@ int bpf_state_read_counts(struct bpf_state *b, uint32_t tgid, struct stack_count
     while (bpf_map_get_next_key(fd, prev, &next) == 0) {
         key = next;
         prev = &key;
-        if (next.tgid != tgid)
-            continue;
-        struct hp_counts c;
-        if (bpf_map_lookup_elem(fd, &next, &c) != 0)
-            continue; /* deleted meanwhile */
-        if (len == cap) {
-            size_t ncap = cap ? cap * 2 : 64;
-            struct stack_counts *nv = realloc(v, ncap * sizeof(*v));
-            if (!nv) {
-                free(v);
-                return -ENOMEM;
-            }
-            v = nv;
-            cap = ncap;
+        struct stack_counts sc = {.stack_id = next.stack_id};
+        if (next.tgid != tgid || bpf_map_lookup_elem(fd, &next, &sc.counts) != 0)
+            continue; /* another process's, or deleted meanwhile */
+        if (push_counts(&v, &len, &cap, sc) != 0) {
+            free(v);
+            return -ENOMEM;
         }
-        v[len].stack_id = next.stack_id;
-        v[len].counts = c;
-        len++;
     }
     *out = v;
     *n = len;
@@ -444,23 +448,17 @@ int bpf_state_read_live(struct bpf_state *b, uint32_t tgid, uint64_t before_ns,
         struct hp_live l;
         if (next.tgid != tgid || bpf_map_lookup_elem(fd, &next, &l) != 0 || l.time_ns >= before_ns)
             continue;
-        if (len == cap) {
-            size_t ncap = cap ? cap * 2 : 256;
-            struct stack_counts *nv = realloc(v, ncap * sizeof(*v));
-            if (!nv) {
-                free(v);
-                return -ENOMEM;
-            }
-            v = nv;
-            cap = ncap;
-        }
-        v[len++] = (struct stack_counts){
+        struct stack_counts sc = {
             .stack_id = l.stack_id,
             .counts = {.alloc_objects = l.w_objects,
                        .alloc_bytes = l.w_bytes,
                        .inuse_objects = (int64_t)l.w_objects,
                        .inuse_bytes = (int64_t)l.w_bytes},
         };
+        if (push_counts(&v, &len, &cap, sc) != 0) {
+            free(v);
+            return -ENOMEM;
+        }
     }
     if (len)
         qsort(v, len, sizeof(*v), by_stack);

@@ -64,26 +64,24 @@ static int write_target_metrics(struct daemon_ctx *ctx, struct pprof_buf *out)
         tgids[i] = (uint32_t)info[i].pid;
     if (e == 0)
         e = bpf_state_process_totals(ctx->bpf, tgids, n, totals);
-    if (e == 0)
-        e = emit(out, "# HELP heapprofd_target_inuse_bytes Estimated bytes in use, per "
-                      "profiled process.\n# TYPE heapprofd_target_inuse_bytes gauge\n");
-    for (size_t i = 0; i < n && e == 0; i++) {
-        char comm[64];
-        label_escape(comm, sizeof(comm), info[i].comm);
-        int64_t inuse = totals[i].inuse_bytes > 0 ? totals[i].inuse_bytes >> HP_BYTES_SHIFT : 0;
-        e = emit(out, "heapprofd_target_inuse_bytes{pid=\"%d\",comm=\"%s\"} %lld\n",
-                 (int)info[i].pid, comm, (long long)inuse);
-    }
-    if (e == 0)
-        e = emit(out, "# HELP heapprofd_target_allocated_bytes_total Estimated bytes allocated "
-                      "since attach, per profiled process.\n"
-                      "# TYPE heapprofd_target_allocated_bytes_total counter\n");
-    for (size_t i = 0; i < n && e == 0; i++) {
-        char comm[64];
-        label_escape(comm, sizeof(comm), info[i].comm);
-        e = emit(out, "heapprofd_target_allocated_bytes_total{pid=\"%d\",comm=\"%s\"} %llu\n",
-                 (int)info[i].pid, comm,
-                 (unsigned long long)(totals[i].alloc_bytes >> HP_BYTES_SHIFT));
+    /* Two families, each contiguous as the text format wants: in-use, allocated. */
+    static const struct {
+        const char *name, *type, *help;
+    } families[2] = {
+        {"target_inuse_bytes", "gauge", "Estimated bytes in use, per profiled process."},
+        {"target_allocated_bytes_total", "counter",
+         "Estimated bytes allocated since attach, per profiled process."},
+    };
+    for (int f = 0; f < 2 && e == 0; f++) {
+        e = emit(out, "# HELP heapprofd_%s %s\n# TYPE heapprofd_%s %s\n", families[f].name,
+                 families[f].help, families[f].name, families[f].type);
+        for (size_t i = 0; i < n && e == 0; i++) {
+            char comm[64];
+            label_escape(comm, sizeof(comm), info[i].comm);
+            int64_t fixed = f == 0 ? totals[i].inuse_bytes : (int64_t)totals[i].alloc_bytes;
+            e = emit(out, "heapprofd_%s{pid=\"%d\",comm=\"%s\"} %lld\n", families[f].name,
+                     (int)info[i].pid, comm, (long long)(fixed > 0 ? fixed >> HP_BYTES_SHIFT : 0));
+        }
     }
     free(info);
     free(tgids);
