@@ -136,7 +136,7 @@ struct hp_unwind_proc {
 /* Version of the pinned maps' layout and meaning: a daemon refuses pinned
  * maps of another version rather than misread them. Bump it whenever a
  * pinned map's key, value or semantics change. */
-#define HP_STATE_VERSION 1
+#define HP_STATE_VERSION 2
 #define HP_STATE_MAGIC 0x68656170u /* "heap" */
 
 /* What the pinned maps were made with (the `meta` map's one value). */
@@ -149,7 +149,7 @@ struct hp_meta {
 /* A profiled process as remembered across daemon restarts. */
 struct hp_persisted_target {
     __u32 pid;
-    __u32 pad;
+    __u32 exe_ino;    /* low 32 bits of its executable's inode: tells an exec */
     __u64 start_time;
 };
 

@@ -325,9 +325,9 @@ int bpf_state_session_fd(struct bpf_state *b)
 }
 
 int bpf_state_persist_target(struct bpf_state *b, uint32_t slot, uint32_t pid,
-                              uint64_t start_time)
+                              uint64_t start_time, uint32_t exe_ino)
 {
-    struct hp_persisted_target pt = {.pid = pid, .start_time = start_time};
+    struct hp_persisted_target pt = {.pid = pid, .exe_ino = exe_ino, .start_time = start_time};
     int fd = bpf_map__fd(b->skel->maps.persisted_targets);
     return bpf_map_update_elem(fd, &slot, &pt, BPF_ANY) ? -errno : 0;
 }

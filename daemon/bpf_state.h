@@ -70,7 +70,7 @@ struct bpf_program *bpf_state_return_program(struct bpf_state *b);
 
 /* Remembers (pid 0: forgets) the process in `slot` across restarts. */
 int bpf_state_persist_target(struct bpf_state *b, uint32_t slot, uint32_t pid,
-                              uint64_t start_time);
+                              uint64_t start_time, uint32_t exe_ino);
 /* The processes remembered by a previous daemon; returns how many. */
 size_t bpf_state_persisted_targets(struct bpf_state *b, struct hp_persisted_target *out,
                                    size_t cap);

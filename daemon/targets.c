@@ -107,13 +107,18 @@ int targets_adopt(struct targets *t, char *err, size_t errlen)
         return -ENOMEM;
     size_t n = bpf_state_persisted_targets(t->bpf, old, HP_MAX_TARGETS);
     for (uint32_t i = 0; i < HP_MAX_TARGETS; i++)
-        bpf_state_persist_target(t->bpf, i, 0, 0);
+        bpf_state_persist_target(t->bpf, i, 0, 0, 0);
     int adopted = 0;
     for (size_t i = 0; i < n; i++) {
         uint64_t start_time;
         pid_t pid = (pid_t)old[i].pid;
+        dev_t dev;
+        ino_t ino = 0;
+        /* Same start time but another executable: it exec'd while no daemon
+         * ran, and its counts name the old program's code. */
+        int exec_d = exe_identity(pid, &dev, &ino) == 0 && (uint32_t)ino != old[i].exe_ino;
         if (proc_start_time(pid, &start_time) != 0 || start_time != old[i].start_time ||
-            targets_ensure(t, pid, err, errlen) != 0) {
+            exec_d || targets_ensure(t, pid, err, errlen) != 0) {
             bpf_state_forget_process(t->bpf, old[i].pid); /* gone, or not ours any more */
             continue;
         }
@@ -163,7 +168,7 @@ static void detach(struct targets *t, size_t slot)
     t->last_detach_ns = release(t, t->slot[slot], 0);
     t->slot[slot] = NULL;
     t->detached_total++;
-    bpf_state_persist_target(t->bpf, (uint32_t)slot, 0, 0);
+    bpf_state_persist_target(t->bpf, (uint32_t)slot, 0, 0, 0);
 }
 
 void targets_destroy(struct targets *t, int keep_state)
@@ -293,15 +298,20 @@ static int attach(struct targets *t, size_t slot, pid_t pid, uint64_t start_time
         return e;
     }
     e = allocator_resolve(pid, &maps, &plan, err, errlen);
-    proc_maps_free(&maps);
-    if (e)
+    if (e) {
+        proc_maps_free(&maps);
         return e;
+    }
 
     struct target *tg = calloc(1, sizeof(*tg));
     if (!tg) {
+        proc_maps_free(&maps);
         allocator_plan_free(&plan);
         return -ENOMEM;
     }
+    /* Its last maps until the next scan: a process that exits within a
+     * second still gets its last profile. */
+    tg->last_maps = maps;
     tg->pid = pid;
     tg->start_time = start_time;
     tg->nfuncs = plan.n;
@@ -341,7 +351,8 @@ static int attach(struct targets *t, size_t slot, pid_t pid, uint64_t start_time
     }
     t->slot[slot] = tg;
     t->attached_total++;
-    bpf_state_persist_target(t->bpf, (uint32_t)slot, (uint32_t)pid, start_time);
+    bpf_state_persist_target(t->bpf, (uint32_t)slot, (uint32_t)pid, start_time,
+                             (uint32_t)tg->exe_ino);
     return 0;
 }
 
@@ -444,7 +455,7 @@ void targets_reap(struct targets *t)
         t->slot[gone[k]] = NULL;
         t->detached_total++;
         t->last_detach_ns = took;
-        bpf_state_persist_target(t->bpf, (uint32_t)gone[k], 0, 0);
+        bpf_state_persist_target(t->bpf, (uint32_t)gone[k], 0, 0, 0);
     }
     pid_t live[HP_MAX_TARGETS];
     size_t nlive = 0;

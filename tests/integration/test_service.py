@@ -2,7 +2,7 @@
 target rules (comm, exe, cgroup) are picked up within 3 s of their start,
 one over --max-targets once a slot frees, one matched before its libraries
 were loaded once they are; a process that exits is detached within 3 s and
-answers 404; a reused pid never shows its predecessor's allocations; exec
+its pid answers its last profile; a reused pid never shows its predecessor's allocations; exec
 attaches afresh (to another program, or to the same one: that relies on
 ASLR placing libc elsewhere); SIGHUP rereads the config; a restart keeps
 the in-use totals exact (pinned maps) and a daemon with another sample
@@ -46,8 +46,11 @@ EXACT_EXPECTED = {
     "alloc_aligned": [30, 15360, 30, 15360],
     "alloc_reallocarray": [40, 5120, 40, 5120],
 }
-# Allocations exact.c makes (every one a sample at interval 1).
+# Allocations exact.c makes (every one a sample at interval 1), the bytes
+# they allocate and the bytes it keeps.
 EXACT_ALLOCATIONS = sum(v[0] for v in EXACT_EXPECTED.values())
+EXACT_ALLOC_BYTES = sum(v[1] for v in EXACT_EXPECTED.values())
+EXACT_INUSE_BYTES = sum(v[3] for v in EXACT_EXPECTED.values())
 
 # rounds.c after each of its three rounds (keep in step with rounds.c).
 ROUNDS_EXPECTED = [
@@ -473,23 +476,36 @@ def test_a_process_matched_before_its_libraries_are_loaded_is_attached_once_they
 
 # --- Lifecycle -------------------------------------------------------------------
 
-def test_a_profiled_process_that_exits_is_detached_within_3_s_and_then_404():
+def test_a_profiled_process_that_exits_is_detached_within_3_s_and_keeps_its_last_profile():
+    """Detached within 3 s of its exit (probes and BPF state gone, counted);
+    a request for its pid then gets its last profile (kept by the daemon for
+    a while; a process that never lived through a scan has none and gets
+    404), and does not attach anything."""
     d = daemon()
-    before = metric(d, "heapprofd_detached_total")
+    before = metrics(d)
     with comm_workload() as w:
         wait_attached(d, w.pid, "before exit")
         w.run()
         check_exact_profile(d, w.pid, "before exit")
+        time.sleep(1.2)  # a scan while it lives: the daemon keeps its maps for the last profile
         w.finish()
-        took = wait_until(lambda: metric(d, "heapprofd_detached_total") >= before + 1,
-                          DETACH_TIMEOUT_S, f"heapprofd_detached_total past {before} after "
-                                            f"pid {w.pid} exited")
+        took = wait_until(lambda: metric(d, "heapprofd_detached_total")
+                          >= before["heapprofd_detached_total"] + 1,
+                          DETACH_TIMEOUT_S, f"heapprofd_detached_total past "
+                                            f"{before['heapprofd_detached_total']} after pid "
+                                            f"{w.pid} exited")
         h.check(w.pid not in profiled_pids(d),
                 f"pid {w.pid} is still in the index after its detach was counted")
-        status, body = d.get(f"/debug/pprof/heap?pid={w.pid}")
-        h.check(status == 404, f"exited pid {w.pid} (detached after {took:.2f} s): expected "
-                               f"404, got {status} {body[:200]!r}")
-        h.check_one_line_reason(body, f"exited pid {w.pid}")
+        body = d.profile(f"/debug/pprof/heap?pid={w.pid}")
+        raw = h.pprof(body, "-raw")
+        h.check("exited" in raw, f"the profile of exited pid {w.pid} (detached after "
+                                 f"{took:.2f} s) does not say it exited:\n{raw[:1500]}")
+        check_totals(h.totals_by_leaf(h.parse_raw(raw).samples), EXACT_EXPECTED,
+                     f"the last profile of exited pid {w.pid}")
+        after = metrics(d)
+        h.check_equal(after["heapprofd_targets"], 0, "heapprofd_targets after the exit")
+        h.check_equal(after["heapprofd_attached_total"], before["heapprofd_attached_total"] + 1,
+                      "heapprofd_attached_total: asking for an exited pid attaches nothing")
 
 
 def test_a_reused_pid_never_shows_the_old_process_s_allocations():
@@ -593,6 +609,13 @@ def test_metrics_are_prometheus_text_and_count_attaches_detaches_and_samples():
                                   f"at least 1000 (exact frees 500 blocks per run)")
         h.check_equal(m2["heapprofd_attach_errors_total"], m0["heapprofd_attach_errors_total"],
                       "heapprofd_attach_errors_total")
+        # Per process: exact.c's in-use and allocated bytes, labelled pid and comm.
+        for w in (w1, w2):
+            labels = (("pid", str(w.pid)), ("comm", STATE["comm"]))
+            for name, want in (("heapprofd_target_inuse_bytes", EXACT_INUSE_BYTES),
+                               ("heapprofd_target_allocated_bytes_total", EXACT_ALLOC_BYTES)):
+                h.check_equal(m2["labelled"].get((name, labels)), want,
+                              f"{name}{{pid={w.pid},comm={STATE['comm']}}} after a run of exact")
         w1.finish()
         w2.finish()
         wait_until(lambda: metric(d, "heapprofd_targets") == 0 and settled(d),
@@ -602,6 +625,10 @@ def test_metrics_are_prometheus_text_and_count_attaches_detaches_and_samples():
                       "heapprofd_detached_total after two exits")
         h.check_equal(m3["heapprofd_attached_total"], m1["heapprofd_attached_total"],
                       "heapprofd_attached_total after the exits")
+        gone = {("pid", str(w1.pid)), ("pid", str(w2.pid))}
+        left = [key for key in m3["labelled"]
+                if key[0].startswith("heapprofd_target_") and gone & set(key[1])]
+        h.check(not left, f"per-process series left after both exited: {left}")
 
 
 # --- Restart --------------------------------------------------------------------
@@ -612,9 +639,10 @@ def test_a_restart_keeps_in_use_totals_exact_and_another_interval_is_refused():
     and stay exact through two more rounds of frees (of blocks allocated
     under A) and allocations. The workload is idle while no daemon runs:
     what a process does between A's exit and B's attach is not seen (the
-    probes are gone then). Then a daemon with another --sample-interval on
-    that pin directory exits with 1, naming it, and so does one on maps of
-    another state version (an upgrade that changed them)."""
+    probes are gone then). A second daemon on the pin directory while B runs
+    exits with 1; so, naming the pin directory, does one with another
+    --sample-interval on it once B is gone, and one on maps of another state
+    version (an upgrade that changed them)."""
     pin = f"/sys/fs/bpf/heapprofd-test-{os.getpid()}-{int(time.time() * 1000) % 100000}"
     try:
         with h.Workload("rounds") as w:
@@ -635,6 +663,16 @@ def test_a_restart_keeps_in_use_totals_exact_and_another_interval_is_refused():
                 check_totals(totals(b, w.pid), ROUNDS_EXPECTED[1], "daemon B after round 2")
                 w.run()  # round 3
                 check_totals(totals(b, w.pid), ROUNDS_EXPECTED[2], "daemon B after round 3")
+                # A second daemon on the pin directory B uses: it would adopt
+                # B's processes, so it refuses to start.
+                cmd = [h.HEAPPROFD, "--listen", f"127.0.0.1:{h.free_port()}", "--pin-dir", pin,
+                       "--sample-interval", "1"]
+                r = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True,
+                                   text=True, timeout=30)
+                h.check(r.returncode == 1 and pin in r.stderr and "in use" in r.stderr,
+                        f"{' '.join(cmd)} while daemon B runs on it: expected exit status 1 "
+                        f"and the pin directory in use, got {r.returncode}; "
+                        f"stderr:\n{r.stderr}")
             w.finish()
         # Pinned maps made with --sample-interval 1: another interval is refused.
         cmd = [h.HEAPPROFD, "--listen", f"127.0.0.1:{h.free_port()}", "--pin-dir", pin,
@@ -676,7 +714,7 @@ if __name__ == "__main__":
         test_a_process_moved_into_a_cgroup_is_attached_by_cgroup_within_3_s,
         test_a_process_over_max_targets_is_attached_once_a_slot_frees,
         test_a_process_matched_before_its_libraries_are_loaded_is_attached_once_they_are,
-        test_a_profiled_process_that_exits_is_detached_within_3_s_and_then_404,
+        test_a_profiled_process_that_exits_is_detached_within_3_s_and_keeps_its_last_profile,
         test_a_reused_pid_never_shows_the_old_process_s_allocations,
         test_exec_of_another_program_shows_only_its_allocations,
         test_exec_of_the_same_program_shows_only_the_new_image_s_allocations,
