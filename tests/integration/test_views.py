@@ -10,9 +10,11 @@ import heapprof_harness as h
 
 # exact.c's alloc_small: 1000 x malloc(100), kept.
 SMALL = [1000, 100000, 1000, 100000]
-# two_rounds.c: round 1 alloc_first 100 x 1000, round 2 alloc_second 50 x 2000, all kept.
-FIRST = [100, 100000, 100, 100000]
-SECOND = [50, 100000, 50, 100000]
+# rounds.c: round 1 round1_alloc 300 x malloc(1000) kept; round 2 frees 100 of
+# them and round2_alloc 40 x malloc(5000) kept.
+FIRST = [300, 300000, 300, 300000]
+FIRST_AFTER_ROUND2 = [200, 200000, 200, 200000]
+SECOND = [40, 200000, 40, 200000]
 
 
 def totals_for_pid(body, pid):
@@ -23,7 +25,7 @@ def totals_for_pid(body, pid):
 
 def test_all_processes_in_one_profile_labelled_by_pid():
     with h.Daemon("--sample-interval", "1") as d, h.Workload("exact") as a, \
-            h.Workload("two_rounds") as b:
+            h.Workload("rounds") as b:
         for w in (a, b):
             d.profile(f"/debug/pprof/heap?pid={w.pid}")
         a.run()
@@ -33,28 +35,28 @@ def test_all_processes_in_one_profile_labelled_by_pid():
         for w in (a, b):
             h.check(f"pid:[{w.pid}]" in raw.replace(" ", ""),
                     f"no sample labelled pid {w.pid} in:\n{raw[:2000]}")
-        h.check("comm:[two_rounds]" in raw.replace(" ", ""), "no comm label two_rounds")
+        h.check("comm:[rounds]" in raw.replace(" ", ""), "no comm label rounds")
         h.check_equal(totals_for_pid(body, a.pid).get("alloc_small"), SMALL,
                       "exact's alloc_small in the all-process profile")
-        h.check_equal(totals_for_pid(body, b.pid).get("alloc_first"), FIRST,
-                      "two_rounds' alloc_first in the all-process profile")
+        h.check_equal(totals_for_pid(body, b.pid).get("round1_alloc"), FIRST,
+                      "rounds' round1_alloc in the all-process profile")
         h.check("alloc_small" not in totals_for_pid(body, b.pid),
                 "one process's functions under another's pid")
         a.finish()
-        b.finish()
 
 
 def test_min_age_shows_only_allocations_older_than_it():
-    with h.Daemon("--sample-interval", "1") as d, h.Workload("two_rounds") as w:
+    with h.Daemon("--sample-interval", "1") as d, h.Workload("rounds") as w:
         d.profile(f"/debug/pprof/heap?pid={w.pid}")
         w.run()             # round 1
         time.sleep(2.5)
         w.run()             # round 2, just now
         old = h.totals_by_leaf(h.decode(d.profile(f"/debug/pprof/heap?pid={w.pid}&min_age=2s")).samples)
-        h.check_equal(old.get("alloc_first"), FIRST, "round 1 under min_age=2s")
-        h.check("alloc_second" not in old, f"round 2 is younger than 2 s but shown: {old}")
+        h.check_equal(old.get("round1_alloc"), FIRST_AFTER_ROUND2,
+                      "round 1's blocks still alive, under min_age=2s")
+        h.check("round2_alloc" not in old, f"round 2 is younger than 2 s but shown: {old}")
         every = h.totals_by_leaf(h.decode(d.profile(f"/debug/pprof/heap?pid={w.pid}&min_age=1ms")).samples)
-        h.check_equal(every.get("alloc_second"), SECOND, "round 2 under min_age=1ms")
+        h.check_equal(every.get("round2_alloc"), SECOND, "round 2 under min_age=1ms")
         none = h.decode(d.profile(f"/debug/pprof/heap?pid={w.pid}&min_age=1h")).samples
         h.check(not none, f"nothing is an hour old, yet: {none}")
         for bad in ("1y", "", "-5s", "5", "s", "99999999h"):
@@ -65,7 +67,6 @@ def test_min_age_shows_only_allocations_older_than_it():
                 h.check_equal(status, 400, f"min_age={bad!r}")
         status, _ = d.get(f"/debug/pprof/heap?pid={w.pid}&min_age=1s&seconds=1")
         h.check_equal(status, 400, "min_age with seconds")
-        w.finish()
 
 
 def test_the_last_profile_of_an_exited_process_stays_readable():
