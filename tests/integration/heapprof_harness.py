@@ -284,6 +284,22 @@ class Daemon:
         return body
 
 
+# Totals per leaf function of tests/workloads/exact.c at --sample-interval 1
+# ([alloc_objects, alloc_space, inuse_objects, inuse_space]); test_exact.py
+# explains each line. The one copy: keep it in step with exact.c.
+EXACT_EXPECTED = {
+    "alloc_small": [1000, 100000, 1000, 100000],
+    "alloc_big": [10, 1000000, 10, 1000000],
+    "alloc_freed": [500, 32000, 0, 0],
+    "alloc_calloc": [200, 40000, 200, 40000],
+    "alloc_realloc": [200, 31000, 100, 30000],
+    "alloc_realloc_null": [50, 6400, 50, 6400],
+    "alloc_posix_memalign": [20, 5120, 20, 5120],
+    "alloc_aligned": [30, 15360, 30, 15360],
+    "alloc_reallocarray": [40, 5120, 40, 5120],
+}
+
+
 # --- Workloads ---------------------------------------------------------------
 
 class Workload:

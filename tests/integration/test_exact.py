@@ -26,17 +26,7 @@ import heapprof_harness as h
 #
 # realloc counts as free(old) + malloc(new): alloc_realloc allocates 100 x 10
 # and 100 x 300 bytes and keeps only the 300-byte blocks.
-EXPECTED = {
-    "alloc_small": [1000, 100000, 1000, 100000],
-    "alloc_big": [10, 1000000, 10, 1000000],
-    "alloc_freed": [500, 32000, 0, 0],
-    "alloc_calloc": [200, 40000, 200, 40000],
-    "alloc_realloc": [200, 31000, 100, 30000],
-    "alloc_realloc_null": [50, 6400, 50, 6400],
-    "alloc_posix_memalign": [20, 5120, 20, 5120],
-    "alloc_aligned": [30, 15360, 30, 15360],
-    "alloc_reallocarray": [40, 5120, 40, 5120],
-}
+EXPECTED = h.EXACT_EXPECTED
 VALUE_NAMES = ["alloc_objects", "alloc_space", "inuse_objects", "inuse_space"]
 
 

@@ -33,19 +33,7 @@ DETACH_TIMEOUT_S = 3.0
 # How often the tests poll the index and /metrics.
 POLL_S = 0.05
 
-# Totals per leaf function of exact.c at --sample-interval 1, as in
-# test_exact.py (keep the three in step).
-EXACT_EXPECTED = {
-    "alloc_small": [1000, 100000, 1000, 100000],
-    "alloc_big": [10, 1000000, 10, 1000000],
-    "alloc_freed": [500, 32000, 0, 0],
-    "alloc_calloc": [200, 40000, 200, 40000],
-    "alloc_realloc": [200, 31000, 100, 30000],
-    "alloc_realloc_null": [50, 6400, 50, 6400],
-    "alloc_posix_memalign": [20, 5120, 20, 5120],
-    "alloc_aligned": [30, 15360, 30, 15360],
-    "alloc_reallocarray": [40, 5120, 40, 5120],
-}
+EXACT_EXPECTED = h.EXACT_EXPECTED
 # Allocations exact.c makes (every one a sample at interval 1), the bytes
 # they allocate and the bytes it keeps.
 EXACT_ALLOCATIONS = sum(v[0] for v in EXACT_EXPECTED.values())
