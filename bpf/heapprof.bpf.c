@@ -543,37 +543,59 @@ static __always_inline void record(__u32 tgid, __u64 ptr, __u64 size, __u64 stac
  * the return probe has work, leaves it a pending record. Returns 0 when the
  * return probe is needed, 1 when it is not (what a uprobe session wants).
  */
+/* Whether a function of this kind may call another probed one inside it
+ * (glibc's realloc calls malloc and free, and jumps to malloc for
+ * realloc(NULL, n); reallocarray jumps to realloc). malloc and free do not. */
+static __always_inline bool may_call_allocator(__u32 kind)
+{
+    return kind != HP_MALLOC && kind != HP_FREE;
+}
+
 static __always_inline int on_alloc_entry(struct pt_regs *ctx, __u64 cookie, __u32 kind,
                                           __u64 size, __u64 old_ptr, __u64 out_ptr)
 {
     __u64 sp = PT_REGS_SP(ctx);
-    __u64 ret;
-    if (bpf_probe_read_user(&ret, sizeof(ret), (void *)sp))
-        return 1;
     __u32 zero = 0;
     struct cpu_state *cs = bpf_map_lookup_elem(&cpu_states, &zero);
     if (!cs)
         return 1;
-    __u64 pid_tgid = bpf_get_current_pid_tgid();
+    __u64 ret = 0;
+    __u64 pid_tgid = 0;
 
-    if (cs->last_pid_tgid == pid_tgid && cs->last_sp == sp && forwards(cs->last_kind, kind) &&
-        (cs->last_ret == ret || is_uretprobe_trampoline(ret))) {
-        /* The chain may go on: reallocarray -> realloc -> malloc. */
-        cs->last_kind = kind;
-        count_stat(HP_STAT_NESTED);
-        return 1;
+    /*
+     * A call inside another allocator call is counted at the outer one.
+     * That can only happen right after an entry of a kind that calls others
+     * (or in one), so a malloc after a malloc, the common case, skips the
+     * checks and their user-memory read. The record is per CPU: an inner
+     * call that runs on another CPU than its outer one, or after another
+     * process's entry on this CPU, is missed and counted twice; both need
+     * a context switch inside the outer call, which is rare.
+     */
+    if (may_call_allocator(cs->last_kind) || may_call_allocator(kind)) {
+        if (bpf_probe_read_user(&ret, sizeof(ret), (void *)sp))
+            return 1;
+        pid_tgid = bpf_get_current_pid_tgid();
+        if (cs->last_pid_tgid == pid_tgid && cs->last_sp == sp && forwards(cs->last_kind, kind) &&
+            (cs->last_ret == ret || is_uretprobe_trampoline(ret))) {
+            /* The chain may go on: reallocarray -> realloc -> malloc. */
+            cs->last_kind = kind;
+            count_stat(HP_STAT_NESTED);
+            return 1;
+        }
+        if (called_from_allocator(cookie, ret)) {
+            count_stat(HP_STAT_NESTED);
+            return 1;
+        }
+        cs->last_pid_tgid = pid_tgid;
+        cs->last_sp = sp;
+        cs->last_ret = ret;
     }
-    if (called_from_allocator(cookie, ret)) {
-        count_stat(HP_STAT_NESTED);
-        return 1;
-    }
-    cs->last_pid_tgid = pid_tgid;
-    cs->last_sp = sp;
-    cs->last_ret = ret;
     cs->last_kind = kind;
 
     __u32 old_live = 0;
     if (old_ptr) {
+        if (!pid_tgid)
+            pid_tgid = bpf_get_current_pid_tgid();
         struct hp_live_key lk = {.tgid = pid_tgid >> 32, .ptr = old_ptr};
         old_live = bpf_map_lookup_elem(&live, &lk) != NULL;
     }
@@ -588,10 +610,16 @@ static __always_inline int on_alloc_entry(struct pt_regs *ctx, __u64 cookie, __u
         .kind = kind,
         .old_live = old_live,
     };
-    if (sampled)
+    if (sampled) {
+        /* Read only now on the fast path: the caller is the leaf. */
+        if (!ret && bpf_probe_read_user(&ret, sizeof(ret), (void *)sp))
+            return 1;
         p.stack_id = capture_stack(ctx, ret, sp);
+    }
     if (!p.stack_id && !old_live)
         return 1;
+    if (!pid_tgid)
+        pid_tgid = bpf_get_current_pid_tgid();
     struct hp_pending_key pk = {.pid_tgid = pid_tgid, .sp = sp};
     if (bpf_map_update_elem(&pending, &pk, &p, BPF_ANY) != 0) {
         count_stat(HP_STAT_PENDING_FULL);

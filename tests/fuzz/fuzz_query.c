@@ -63,6 +63,15 @@ static bool expect_set(struct profile_query *want, const char *key, const char *
         if (!decimal_in_range(value, 0, 1))
             return false;
         want->no_symbols = strtoull(value, NULL, 10) == 0;
+    } else if (strcmp(key, "min_age") == 0) {
+        /* The duration grammar is parse_duration's own; the model holds it
+         * to its bounds: a value it accepts is 1 ns .. QUERY_MAX_AGE_NS. */
+        uint64_t ns;
+        if (!value || parse_duration(value, QUERY_MAX_AGE_NS, &ns) != 0 || ns == 0)
+            return false;
+        FUZZ_CHECK(ns <= QUERY_MAX_AGE_NS, "min_age %s parsed to %llu ns", value,
+                   (unsigned long long)ns);
+        want->min_age_ns = ns;
     }
     return true;
 }
@@ -111,7 +120,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             failed = true;
         }
         FUZZ_CHECK(q.pid == want.pid && q.seconds == want.seconds && q.debug == want.debug &&
-                       q.no_symbols == want.no_symbols,
+                       q.no_symbols == want.no_symbols && q.min_age_ns == want.min_age_ns,
                    "query {pid %d, seconds %d, debug %d, no_symbols %d}, expected {%d, %d, %d, %d}",
                    (int)q.pid, q.seconds, q.debug, q.no_symbols, (int)want.pid, want.seconds,
                    want.debug, want.no_symbols);
@@ -120,12 +129,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (!failed) {
         memset(err, 'X', sizeof(err));
         int r = profile_query_finish(&q, err, sizeof(err));
-        FUZZ_CHECK((r == 0) == (q.pid != 0), "finish returned %d for pid %d", r, (int)q.pid);
+        /* pid may be left out (all processes); seconds and min_age exclude each other. */
+        bool ok = !(q.seconds && q.min_age_ns);
+        FUZZ_CHECK((r == 0) == ok, "finish returned %d for seconds %d, min_age %llu", r,
+                   q.seconds, (unsigned long long)q.min_age_ns);
         if (r) {
             check_reason(err);
         } else {
             /* What the server relies on once a query is accepted. */
-            FUZZ_CHECK(q.pid >= 1 && q.pid <= HP_MAX_PID, "pid %d", (int)q.pid);
+            FUZZ_CHECK(q.pid >= 0 && q.pid <= HP_MAX_PID, "pid %d", (int)q.pid);
             FUZZ_CHECK(q.seconds >= 0 && q.seconds <= QUERY_MAX_SECONDS, "seconds %d", q.seconds);
             FUZZ_CHECK(q.debug == 0 || q.debug == 1, "debug %d", q.debug);
             FUZZ_CHECK(q.no_symbols == 0 || q.no_symbols == 1, "no_symbols %d", q.no_symbols);
