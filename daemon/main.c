@@ -173,7 +173,7 @@ int main(int argc, char **argv)
                 opts.pin_dir[0] ? ", maps pinned in " : "", opts.pin_dir);
         ctx.bpf = &bpf;
         ctx.targets = &targets;
-        if (unwind_manager_init(&unwind, &bpf) == 0)
+        if (!opts.unwind_fp_only && unwind_manager_init(&unwind, &bpf) == 0)
             ctx.unwind = &unwind;
         targets_init(&targets, &bpf, ctx.unwind, opts.max_targets);
         targets.on_exit = views_snapshot_exited;

@@ -39,6 +39,8 @@ void options_usage(FILE *out)
             "                           only their own processes unless root\n"
             "  --token-file FILE        TCP requests need 'Authorization: Bearer <token>'\n"
             "  --allow-remote           allow a non-loopback --listen address\n"
+            "  --unwind cfi|fp          stacks from .eh_frame tables (default) or frame\n"
+            "                           pointers only (no table memory, shorter stacks)\n"
             "  --probe-layout L         auto (default), session, multi or classic\n"
             "  --max-stacks N, --max-counts N, --max-live N, --max-pending N\n"
             "                           BPF map sizes (defaults in docs/operations.md)\n"
@@ -116,6 +118,7 @@ static const struct {
     {"unix", "an absolute socket path"},
     {"token-file", "an absolute file path"},
     {"allow-remote", "yes or no"},
+    {"unwind", "cfi or fp"},
     {"max-stacks", "a number of entries in 16..16777216"},
     {"max-counts", "a number of entries in 16..16777216"},
     {"max-live", "a number of entries in 16..16777216"},
@@ -172,6 +175,12 @@ static int set_option(struct options *o, const char *name, const char *v)
         return v[0] == '/' ? set_path(o->unix_path, sizeof(o->unix_path), v) : -EINVAL;
     if (strcmp(name, "token-file") == 0)
         return v[0] == '/' ? set_path(o->token_file, sizeof(o->token_file), v) : -EINVAL;
+    if (strcmp(name, "unwind") == 0) {
+        if (strcmp(v, "cfi") != 0 && strcmp(v, "fp") != 0)
+            return -EINVAL;
+        o->unwind_fp_only = strcmp(v, "fp") == 0;
+        return 0;
+    }
     if (strcmp(name, "allow-remote") == 0) {
         if (strcmp(v, "yes") != 0 && strcmp(v, "no") != 0)
             return -EINVAL;
@@ -287,6 +296,7 @@ int options_parse(int argc, char **argv, struct options *o, char *err, size_t er
         {"unix", required_argument, NULL, 0},
         {"token-file", required_argument, NULL, 0},
         {"allow-remote", optional_argument, NULL, 0},
+        {"unwind", required_argument, NULL, 0},
         {"max-stacks", required_argument, NULL, 0},
         {"max-counts", required_argument, NULL, 0},
         {"max-live", required_argument, NULL, 0},

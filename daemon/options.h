@@ -46,6 +46,7 @@ struct options {
     char unix_path[108];       /* "" : no unix socket listener */
     char token_file[256];      /* "" : no bearer token required */
     int allow_remote;          /* a non-loopback --listen address is allowed */
+    int unwind_fp_only;        /* --unwind fp: no CFI tables, frame pointers only */
     enum probe_layout layout;  /* LAYOUT_AUTO unless --probe-layout says */
     struct bpf_map_sizes map_sizes; /* --max-stacks etc.; 0: hp_limits.h's */
     int show_help;
