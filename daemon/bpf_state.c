@@ -425,8 +425,7 @@ int bpf_state_read_counts(struct bpf_state *b, uint32_t tgid, struct stack_count
     return 0;
 }
 
-/* Orders stack counts by stack id, to merge the live entries of one stack. */
-static int by_stack(const void *a, const void *b)
+int stack_counts_by_id(const void *a, const void *b)
 {
     uint64_t x = ((const struct stack_counts *)a)->stack_id;
     uint64_t y = ((const struct stack_counts *)b)->stack_id;
@@ -461,7 +460,7 @@ int bpf_state_read_live(struct bpf_state *b, uint32_t tgid, uint64_t before_ns,
         }
     }
     if (len)
-        qsort(v, len, sizeof(*v), by_stack);
+        qsort(v, len, sizeof(*v), stack_counts_by_id);
     size_t m = 0;
     for (size_t i = 0; i < len; i++) {
         if (m > 0 && v[m - 1].stack_id == v[i].stack_id) {

@@ -92,6 +92,9 @@ struct stack_counts {
     struct hp_counts counts;
 };
 
+/* Orders stack counts by stack id (for qsort and bsearch). */
+int stack_counts_by_id(const void *a, const void *b);
+
 /* All counts of process `tgid`; *out is malloc'd (free it). */
 int bpf_state_read_counts(struct bpf_state *b, uint32_t tgid, struct stack_counts **out,
                           size_t *n);

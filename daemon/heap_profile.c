@@ -155,14 +155,6 @@ int heap_profile_build(struct bpf_state *bpf, struct symbol_cache *cache,
     return heap_profile_build_parts(bpf, cache, spec, &part, 1, 0, out, err, errlen);
 }
 
-/* Orders stack counts by stack id, for the binary search of the delta. */
-static int by_stack_id(const void *a, const void *b)
-{
-    uint64_t x = ((const struct stack_counts *)a)->stack_id;
-    uint64_t y = ((const struct stack_counts *)b)->stack_id;
-    return x < y ? -1 : x > y;
-}
-
 int heap_profile_delta(const struct stack_counts *before, size_t nbefore,
                        const struct stack_counts *after, size_t nafter, struct stack_counts **out,
                        size_t *nout)
@@ -176,12 +168,12 @@ int heap_profile_delta(const struct stack_counts *before, size_t nbefore,
     }
     if (nbefore)
         memcpy(sorted, before, nbefore * sizeof(*sorted));
-    qsort(sorted, nbefore, sizeof(*sorted), by_stack_id);
+    qsort(sorted, nbefore, sizeof(*sorted), stack_counts_by_id);
     size_t n = 0;
     for (size_t i = 0; i < nafter; i++) {
         struct stack_counts d = after[i];
         const struct stack_counts *old =
-            bsearch(&d, sorted, nbefore, sizeof(*sorted), by_stack_id);
+            bsearch(&d, sorted, nbefore, sizeof(*sorted), stack_counts_by_id);
         if (old) {
             d.counts.alloc_objects -= old->counts.alloc_objects;
             d.counts.alloc_bytes -= old->counts.alloc_bytes;
