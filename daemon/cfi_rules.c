@@ -74,25 +74,9 @@ static uint64_t rd_le(struct cursor *c, unsigned n)
     return v;
 }
 
-/* An unsigned LEB128; bits past 64 are dropped (only hostile input has them). */
-static uint64_t rd_uleb(struct cursor *c)
-{
-    uint64_t v = 0;
-    for (unsigned i = 0, shift = 0; i < LEB128_MAX_BYTES; i++, shift += 7) {
-        uint8_t b = rd_u8(c);
-        if (c->bad)
-            return 0;
-        if (shift < 64)
-            v |= (uint64_t)(b & 0x7f) << shift;
-        if (!(b & 0x80))
-            return v;
-    }
-    c->bad = true;
-    return 0;
-}
-
-/* A signed LEB128, sign-extended from its last byte. */
-static int64_t rd_sleb(struct cursor *c)
+/* A LEB128, sign-extended from its last byte when `is_signed`; bits past 64
+ * are dropped (only hostile input has them). */
+static uint64_t rd_leb(struct cursor *c, bool is_signed)
 {
     uint64_t v = 0;
     for (unsigned i = 0, shift = 0; i < LEB128_MAX_BYTES; i++, shift += 7) {
@@ -102,13 +86,25 @@ static int64_t rd_sleb(struct cursor *c)
         if (shift < 64)
             v |= (uint64_t)(b & 0x7f) << shift;
         if (!(b & 0x80)) {
-            if (shift + 7 < 64 && (b & 0x40))
+            if (is_signed && shift + 7 < 64 && (b & 0x40))
                 v |= ~(uint64_t)0 << (shift + 7);
-            return (int64_t)v;
+            return v;
         }
     }
     c->bad = true;
     return 0;
+}
+
+/* An unsigned LEB128. */
+static uint64_t rd_uleb(struct cursor *c)
+{
+    return rd_leb(c, false);
+}
+
+/* A signed LEB128. */
+static int64_t rd_sleb(struct cursor *c)
+{
+    return (int64_t)rd_leb(c, true);
 }
 
 /* Skips a block of `len` bytes and returns where it starts. */

@@ -147,14 +147,6 @@ int heap_profile_build_parts(struct bpf_state *bpf, struct symbol_cache *cache,
     return 0;
 }
 
-int heap_profile_build(struct bpf_state *bpf, struct symbol_cache *cache,
-                       const struct heap_profile_spec *spec, const struct stack_counts *counts,
-                       size_t n, struct pprof_profile **out, char *err, size_t errlen)
-{
-    struct heap_profile_part part = {.pid = spec->pid, .counts = counts, .n = n};
-    return heap_profile_build_parts(bpf, cache, spec, &part, 1, 0, out, err, errlen);
-}
-
 int heap_profile_delta(const struct stack_counts *before, size_t nbefore,
                        const struct stack_counts *after, size_t nafter, struct stack_counts **out,
                        size_t *nout)

@@ -25,15 +25,6 @@ struct heap_profile_spec {
     bool symbolize;           /* false: addresses and mappings only (symbolize=0) */
 };
 
-/*
- * Builds the profile of `spec->pid` from `counts` (fixed-point BPF values).
- * Returns 0 and the profile in *out (free with pprof_free), -ESRCH if the
- * process is gone, or another -errno; a reason goes into `err`.
- */
-int heap_profile_build(struct bpf_state *bpf, struct symbol_cache *cache,
-                       const struct heap_profile_spec *spec, const struct stack_counts *counts,
-                       size_t n, struct pprof_profile **out, char *err, size_t errlen);
-
 /* One process's share of a profile. */
 struct heap_profile_part {
     pid_t pid;

@@ -96,15 +96,6 @@ static void check_address(const struct elf_file *ef, uint64_t addr)
                    "0x%" PRIx64 " -> offset 0x%" PRIx64 " has no address", addr, off);
 }
 
-/* Reads 8 little-endian bytes of the input at `at`, 0 past its end. */
-static uint64_t u64_at(const uint8_t *data, size_t size, size_t at)
-{
-    uint64_t v = 0;
-    for (size_t i = 0; i < 8 && at + i < size; i++)
-        v |= (uint64_t)data[at + i] << (8 * i);
-    return v;
-}
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -152,9 +143,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     FUZZ_CHECK(elf_file_needed(ef, n_needed) == NULL, "needed past the end");
 
     /* Addresses: the entry point (e_entry), and the last 16 bytes of the input. */
-    uint64_t entry = u64_at(data, size, 24);
-    uint64_t tail = size >= 16 ? u64_at(data, size, size - 16) : 0;
-    uint64_t tail2 = size >= 8 ? u64_at(data, size, size - 8) : 0;
+    uint64_t entry = fuzz_u64_at(data, size, 24);
+    uint64_t tail = size >= 16 ? fuzz_u64_at(data, size, size - 16) : 0;
+    uint64_t tail2 = size >= 8 ? fuzz_u64_at(data, size, size - 8) : 0;
     uint64_t addrs[] = {0, 0x1000, entry, entry + 1, tail, tail2, UINT64_MAX};
     for (size_t i = 0; i < sizeof(addrs) / sizeof(addrs[0]); i++) {
         check_address(ef, addrs[i]);

@@ -77,15 +77,6 @@ static int same_mapping(const struct proc_mapping *a, const struct proc_mapping 
            strcmp(a->path, b->path) == 0;
 }
 
-/* Reads 8 bytes of the input at `at` as an address (fewer near the end). */
-static uint64_t addr_at(const uint8_t *data, size_t size, size_t at)
-{
-    uint64_t v = 0;
-    for (size_t i = 0; i < 8 && at + i < size; i++)
-        v |= (uint64_t)data[at + i] << (8 * i);
-    return v;
-}
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -119,7 +110,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             check_find(&m, pm->start - 1);
     }
     for (size_t at = 0; at < size && at < 64; at += 8)
-        check_find(&m, addr_at(data, size, at));
+        check_find(&m, fuzz_u64_at(data, size, at));
 
     /* Printed back in the kernel's format, the mappings parse to themselves. */
     size_t len = 0;
