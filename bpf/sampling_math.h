@@ -9,7 +9,7 @@
  *  - the weight of a sample of s bytes, 1 / (1 - exp(-s/R)) objects, from
  *    the Laurent series for s < R and a table with linear interpolation for
  *    R <= s < 24R; beyond that the weight is 1 (exp(-24) < 4e-11).
- * Tables are filled in userspace (daemon/sampling_tables.c) and passed to
+ * Tables are filled in userspace (daemon/bpfstate/sampling_tables.c) and passed to
  * the BPF side as read-only data. Both approximations err by less than
  * 1e-5 relative (see tests/unit/test_sampling_math.c), far below sampling
  * noise, so the estimates stay unbiased for practical purposes.

@@ -1,6 +1,6 @@
 /*
  * unwind_row.h - one row of a compact unwind table, shared by the table
- * builder (daemon/unwind_table.c, from .eh_frame/.debug_frame CFI) and the
+ * builder (daemon/unwind/unwind_table.c, from .eh_frame/.debug_frame CFI) and the
  * BPF unwinder that looks rows up by pc.
  *
  * A table covers one ELF file. Rows are sorted by `pc` (an ELF virtual

@@ -16,7 +16,7 @@
  *   emulated      issue 4's floor: malloc entry + free at the site
  *                 probe_site_choose() picks (past its NULL test, on an
  *                 instruction the kernel emulates), both in ONE uprobe_multi
- *                 link created with the bpf() syscall (daemon/uprobe_link.c),
+ *                 link created with the bpf() syscall (daemon/bpfstate/uprobe_link.c),
  *                 exactly where heapprofd puts its entry probes
  *   session       the same sites in one uprobe session link (Linux 6.13+)
  *                 whose entry program returns 1, so no return probe ever
@@ -24,7 +24,7 @@
  *
  * For the perf-event layouts libbpf resolves the symbols itself
  * (bpf_uprobe_opts.func_name turns "malloc" into its file offset in the
- * library); for `emulated` daemon/elf_file.c does, as heapprofd does. The
+ * library); for `emulated` daemon/process/elf_file.c does, as heapprofd does. The
  * probes fire only in process N, all of its threads. Prints "attached" once all probes are
  * in place, then holds them until stdin reaches end of file or SIGTERM or
  * SIGINT arrives, and detaches on the way out.

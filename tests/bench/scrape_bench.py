@@ -1,6 +1,6 @@
 """Times a cold and a warm scrape of a python3 process: the first profile
 reads the DWARF and symbol tables of every file on the stacks, later ones are
-served from the symbol cache (daemon/symbol_cache.h).
+served from the symbol cache (daemon/symbols/symbol_cache.h).
 
     python3 tests/bench/scrape_bench.py build/heapprofd [--scrapes N]
 

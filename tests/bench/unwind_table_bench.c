@@ -1,6 +1,6 @@
 /*
  * unwind_table_bench.c - how long building an unwind table takes and how big
- * it is (daemon/unwind_table.c), for the issue's figures: rows, bytes, and
+ * it is (daemon/unwind/unwind_table.c), for the issue's figures: rows, bytes, and
  * rows per MiB of executable code (the sum of the executable PT_LOADs).
  *
  *   build/tests/bench/unwind_table_bench [FILE...]

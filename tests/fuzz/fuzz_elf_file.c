@@ -1,5 +1,5 @@
 /*
- * fuzz_elf_file.c - libFuzzer target for the ELF reader (daemon/elf_file.c):
+ * fuzz_elf_file.c - libFuzzer target for the ELF reader (daemon/process/elf_file.c):
  * program headers, build ID notes, symbol tables, versions, DT_NEEDED.
  *
  * elf_file_open() takes a path, so each input is written to a memfd and

@@ -1,6 +1,6 @@
 /*
  * fuzz_proc_maps.c - libFuzzer target for the /proc/PID/maps parser
- * (daemon/proc_maps.c).
+ * (daemon/process/proc_maps.c).
  *
  * Any text goes to proc_maps_parse(). A refusal must leave the output
  * untouched; an accepted text must give what proc_maps.h promises: at most

@@ -1,6 +1,6 @@
 /*
  * fuzz_query.c - libFuzzer target for the profile request parameters
- * (daemon/query.c).
+ * (daemon/profile/query.c).
  *
  * The input is a query string. It is split at '&' into pairs and each pair
  * at its first '=' the way libmicrohttpd hands arguments over (a key without

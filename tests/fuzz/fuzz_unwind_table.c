@@ -1,6 +1,6 @@
 /*
  * fuzz_unwind_table.c - libFuzzer target for the unwind table builder
- * (daemon/unwind_table.c and cfi_rules.c): the input is an ELF image, handed
+ * (daemon/unwind/unwind_table.c and cfi_rules.c): the input is an ELF image, handed
  * to unwind_table_build_mem() as it came.
  *
  * Whatever the bytes, the answer must be one of the documented errors with an

@@ -1,5 +1,5 @@
 /*
- * test_probe_site.c - checks where entry probes go (daemon/probe_site.c) in
+ * test_probe_site.c - checks where entry probes go (daemon/attach/probe_site.c) in
  * the allocators Debian ships (glibc, jemalloc, tcmalloc, mimalloc), with
  * objdump as the oracle for what instruction is at the chosen site, and on
  * hand-made code for the rules that keep a probe at the entry.

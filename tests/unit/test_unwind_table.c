@@ -1,5 +1,5 @@
 /*
- * test_unwind_table.c - unwind tables (daemon/unwind_table.c, cfi_rules.c)
+ * test_unwind_table.c - unwind tables (daemon/unwind/unwind_table.c, cfi_rules.c)
  * checked against readelf's interpretation of the same CFI.
  *
  * The oracle is `readelf --debug-dump=frames-interp` run at test time

@@ -187,7 +187,7 @@ int main(int argc, char **argv)
     }
     struct scan_state scan = {.targets = ctx.targets};
     if (ctx.targets)
-        target_rules_scan(&opts, attach_matching, &scan);
+        target_rules_scan(&opts.rules, attach_matching, &scan);
 
     struct http_listen how = {
         .host = opts.listen_host,
@@ -221,7 +221,7 @@ int main(int argc, char **argv)
         if (!ctx.targets)
             continue;
         targets_reap(ctx.targets);
-        target_rules_scan(&opts, attach_matching, &scan);
+        target_rules_scan(&opts.rules, attach_matching, &scan);
     }
     fprintf(stderr, "heapprofd: stopping\n");
 shutdown:

@@ -43,12 +43,12 @@ static int read_cgroup(pid_t pid, char *buf, size_t len)
     return found;
 }
 
-int target_rules_any(const struct options *o)
+int target_rules_any(const struct target_rule_set *o)
 {
     return o->ncomms || o->nexes || o->ncgroups;
 }
 
-int target_rules_match(const struct options *o, pid_t pid)
+int target_rules_match(const struct target_rule_set *o, pid_t pid)
 {
     if (o->ncomms) {
         char comm[64];
@@ -84,7 +84,7 @@ int target_rules_match(const struct options *o, pid_t pid)
     return 0;
 }
 
-size_t target_rules_scan(const struct options *o, void (*found)(pid_t pid, void *arg), void *arg)
+size_t target_rules_scan(const struct target_rule_set *o, void (*found)(pid_t pid, void *arg), void *arg)
 {
     if (!target_rules_any(o))
         return 0;
@@ -105,4 +105,15 @@ size_t target_rules_scan(const struct options *o, void (*found)(pid_t pid, void 
     }
     closedir(d);
     return n;
+}
+
+void target_rules_free(struct target_rule_set *r)
+{
+    for (size_t i = 0; i < r->ncomms; i++)
+        free(r->comms[i]);
+    for (size_t i = 0; i < r->nexes; i++)
+        free(r->exes[i]);
+    for (size_t i = 0; i < r->ncgroups; i++)
+        free(r->cgroups[i]);
+    r->ncomms = r->nexes = r->ncgroups = 0;
 }

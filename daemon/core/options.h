@@ -18,9 +18,8 @@
 
 #include "bpf_state.h"
 #include "hp_limits.h"
+#include "target_rules.h"
 
-/* Target rules of each kind (comm, exe, cgroup) at most. */
-#define OPTIONS_MAX_RULES 64
 /* Default cap on processes profiled at once: each costs a few probes and
  * the scan of its maps every second. */
 #define OPTIONS_DEFAULT_MAX_TARGETS 256
@@ -34,12 +33,7 @@ struct options {
     uint64_t sample_interval;  /* mean bytes between samples; 1 records all */
     pid_t pids[HP_MAX_TARGETS];
     size_t npids;
-    char *comms[OPTIONS_MAX_RULES];   /* processes whose comm is this */
-    size_t ncomms;
-    char *exes[OPTIONS_MAX_RULES];    /* processes running this executable */
-    size_t nexes;
-    char *cgroups[OPTIONS_MAX_RULES]; /* processes in this cgroup (v2 path) or below */
-    size_t ncgroups;
+    struct target_rule_set rules; /* --comm, --exe, --cgroup */
     size_t max_targets;        /* processes profiled at once */
     char pin_dir[256];         /* "" : maps are not pinned */
     char config_path[256];     /* "" : no config file */

@@ -82,7 +82,7 @@ static int set_listen(struct options *o, const char *v)
 /* Appends a copy of `v` to a rule list. */
 static int add_rule(char **list, size_t *n, const char *v)
 {
-    if (*n == OPTIONS_MAX_RULES || !*v)
+    if (*n == TARGET_RULES_MAX || !*v)
         return -EINVAL;
     list[*n] = strdup(v);
     if (!list[*n])
@@ -149,11 +149,11 @@ static int set_option(struct options *o, const char *name, const char *v)
         return 0;
     }
     if (strcmp(name, "comm") == 0)
-        return add_rule(o->comms, &o->ncomms, v);
+        return add_rule(o->rules.comms, &o->rules.ncomms, v);
     if (strcmp(name, "exe") == 0)
-        return v[0] == '/' ? add_rule(o->exes, &o->nexes, v) : -EINVAL;
+        return v[0] == '/' ? add_rule(o->rules.exes, &o->rules.nexes, v) : -EINVAL;
     if (strcmp(name, "cgroup") == 0)
-        return v[0] == '/' ? add_rule(o->cgroups, &o->ncgroups, v) : -EINVAL;
+        return v[0] == '/' ? add_rule(o->rules.cgroups, &o->rules.ncgroups, v) : -EINVAL;
     if (strcmp(name, "max-targets") == 0) {
         if (parse_u64(v, 1, HP_MAX_TARGETS, &n) != 0)
             return -EINVAL;
@@ -346,11 +346,5 @@ int options_parse(int argc, char **argv, struct options *o, char *err, size_t er
 
 void options_free(struct options *o)
 {
-    for (size_t i = 0; i < o->ncomms; i++)
-        free(o->comms[i]);
-    for (size_t i = 0; i < o->nexes; i++)
-        free(o->exes[i]);
-    for (size_t i = 0; i < o->ncgroups; i++)
-        free(o->cgroups[i]);
-    o->ncomms = o->nexes = o->ncgroups = 0;
+    target_rules_free(&o->rules);
 }

@@ -1,0 +1,119 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/*
+ * heapprof_maps.bpf.h - the BPF maps of heapprof.bpf.c and the files it
+ * includes, declared in one place (libbpf-tools style), and the per-CPU
+ * error and event counters (count_stat). Included once, by heapprof.bpf.c.
+ */
+#ifndef HEAPPROF_MAPS_BPF_H
+#define HEAPPROF_MAPS_BPF_H
+
+/* This CPU's sampling countdown, and the last allocation entry seen on it
+ * (to recognise an allocator function that tail-calls another). */
+struct cpu_state {
+    __u64 countdown;
+    __u64 last_pid_tgid;
+    __u64 last_sp;
+    __u64 last_ret;
+    __u32 last_kind;
+    __u32 initialized;
+};
+
+struct {
+    __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+    __uint(max_entries, 1);
+    __type(key, __u32);
+    __type(value, struct cpu_state);
+} cpu_states SEC(".maps");
+
+struct {
+    __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+    __uint(max_entries, HP_STAT_COUNT);
+    __type(key, __u32);
+    __type(value, __u64);
+} stats SEC(".maps");
+
+/* Where a stack is built before it is stored. */
+struct {
+    __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+    __uint(max_entries, 1);
+    __type(key, __u32);
+    __type(value, struct hp_stack);
+} stack_scratch SEC(".maps");
+
+struct {
+    __uint(type, BPF_MAP_TYPE_HASH);
+    __uint(max_entries, HP_MAX_STACKS);
+    __uint(map_flags, BPF_F_NO_PREALLOC);
+    __type(key, __u64);
+    __type(value, struct hp_stack);
+} stacks SEC(".maps");
+
+struct {
+    __uint(type, BPF_MAP_TYPE_HASH);
+    __uint(max_entries, HP_MAX_COUNTS);
+    __type(key, struct hp_count_key);
+    __type(value, struct hp_counts);
+} counts SEC(".maps");
+
+struct {
+    __uint(type, BPF_MAP_TYPE_HASH);
+    __uint(max_entries, HP_MAX_LIVE);
+    __type(key, struct hp_live_key);
+    __type(value, struct hp_live);
+} live SEC(".maps");
+
+struct {
+    __uint(type, BPF_MAP_TYPE_HASH);
+    __uint(max_entries, HP_MAX_PENDING);
+    __type(key, struct hp_pending_key);
+    __type(value, struct hp_pending);
+} pending SEC(".maps");
+
+struct {
+    __uint(type, BPF_MAP_TYPE_ARRAY);
+    __uint(max_entries, HP_MAX_IMAGES);
+    __type(key, __u32);
+    __type(value, struct hp_image);
+} images SEC(".maps");
+
+/* Userspace only, pinned: what the other pinned maps were made with, and
+ * the processes to attach again after a restart. */
+struct {
+    __uint(type, BPF_MAP_TYPE_ARRAY);
+    __uint(max_entries, 1);
+    __type(key, __u32);
+    __type(value, struct hp_meta);
+} meta SEC(".maps");
+
+struct {
+    __uint(type, BPF_MAP_TYPE_ARRAY);
+    __uint(max_entries, HP_MAX_TARGETS);
+    __type(key, __u32);
+    __type(value, struct hp_persisted_target);
+} persisted_targets SEC(".maps");
+
+/* The rows of every loaded unwind table, each table a contiguous range. */
+struct {
+    __uint(type, BPF_MAP_TYPE_ARRAY);
+    __uint(max_entries, HP_MAX_UNWIND_ROWS);
+    __type(key, __u32);
+    __type(value, struct hp_unwind_row);
+} unwind_rows SEC(".maps");
+
+/* Per process: its executable mappings that have tables. */
+struct {
+    __uint(type, BPF_MAP_TYPE_HASH);
+    __uint(max_entries, HP_MAX_TARGETS);
+    __uint(map_flags, BPF_F_NO_PREALLOC);
+    __type(key, __u32);
+    __type(value, struct hp_unwind_proc);
+} unwind_procs SEC(".maps");
+
+static __always_inline void count_stat(__u32 stat)
+{
+    __u64 *v = bpf_map_lookup_elem(&stats, &stat);
+    if (v)
+        *v += 1;
+}
+
+#endif
