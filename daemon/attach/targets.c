@@ -13,12 +13,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <bpf/libbpf.h>
 
 #include "allocator.h"
+#include "clock.h"
 #include "proc_info.h"
 #include "proc_maps.h"
 #include "uprobe_link.h"
@@ -57,13 +57,6 @@ static int exe_identity(pid_t pid, dev_t *dev, ino_t *ino)
     *dev = st.st_dev;
     *ino = st.st_ino;
     return 0;
-}
-
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
 void targets_init(struct targets *t, struct bpf_state *bpf, struct unwind_manager *unwind,
@@ -134,12 +127,12 @@ int targets_adopt(struct targets *t, char *err, size_t errlen)
 static uint64_t release_probes(struct targets *t, struct target *tg, int keep_state)
 {
     struct bpf_state *bpf = t->bpf;
-    uint64_t t0 = now_ns();
+    uint64_t t0 = monotonic_ns();
     for (size_t i = 0; i < tg->nlinks; i++)
         bpf_link__destroy(tg->links[i]);
     for (size_t i = 0; i < tg->nfds; i++)
         close(tg->link_fds[i]);
-    uint64_t took = now_ns() - t0; /* the probes; forgetting the counts is not detaching */
+    uint64_t took = monotonic_ns() - t0; /* the probes; forgetting the counts is not detaching */
     if (!keep_state)
         bpf_state_forget_process(bpf, (uint32_t)tg->pid);
     if (t->unwind)
@@ -396,12 +389,12 @@ int targets_ensure(struct targets *t, pid_t pid, char *err, size_t errlen)
                  active);
         e = -ENOSPC;
     } else {
-        uint64_t t0 = now_ns();
+        uint64_t t0 = monotonic_ns();
         e = attach(t, (size_t)free_slot, pid, start_time, err, errlen);
         if (e)
             t->attach_errors++;
         else
-            t->last_attach_ns = now_ns() - t0;
+            t->last_attach_ns = monotonic_ns() - t0;
     }
     pthread_mutex_unlock(&t->lock);
     if (e == -ENOENT && proc_start_time(pid, &start_time) != 0) {

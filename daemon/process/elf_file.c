@@ -21,11 +21,10 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "build_id.h"
+
 /* Bit of a .gnu.version entry that marks a non-default ("foo@V1") version. */
 #define VERSYM_HIDDEN 0x8000
-
-/* The longest build ID we keep; GNU ld makes 20-byte SHA-1 IDs, some tools 16 or 32. */
-#define BUILD_ID_MAX 64
 
 /* One function symbol as kept in memory: 32 bytes, so 100k symbols cost ~3 MB. */
 struct fsym {
@@ -51,7 +50,7 @@ struct elf_file {
     GElf_Ehdr ehdr;
     GElf_Phdr *ph;
     size_t nph;
-    unsigned char build_id[BUILD_ID_MAX];
+    unsigned char build_id[BUILD_ID_MAX_BYTES];
     size_t build_id_len;     /* 0: the file has none */
     struct sym_table symtab; /* .symtab, empty when stripped */
     struct sym_table dynsym; /* .dynsym */
@@ -195,7 +194,7 @@ static bool find_build_id_note(Elf_Data *data, struct elf_file *ef)
     while (off < data->d_size && (next = gelf_getnote(data, off, &nh, &name_off, &desc_off)) > 0) {
         const char *name = (const char *)data->d_buf + name_off;
         if (nh.n_type == NT_GNU_BUILD_ID && nh.n_namesz == 4 && memcmp(name, "GNU", 4) == 0 &&
-            nh.n_descsz > 0 && nh.n_descsz <= BUILD_ID_MAX) {
+            nh.n_descsz > 0 && nh.n_descsz <= BUILD_ID_MAX_BYTES) {
             memcpy(ef->build_id, (const char *)data->d_buf + desc_off, nh.n_descsz);
             ef->build_id_len = nh.n_descsz;
             return true;
@@ -363,17 +362,13 @@ int elf_file_type(const struct elf_file *ef)
 
 int elf_file_build_id(const struct elf_file *ef, char *hex, size_t cap)
 {
-    static const char digits[] = "0123456789abcdef";
-
+    char full[BUILD_ID_HEX_SIZE];
     if (ef->build_id_len == 0)
         return -ENOENT;
     if (cap < 2 * ef->build_id_len + 1)
         return -ENOSPC;
-    for (size_t i = 0; i < ef->build_id_len; i++) {
-        hex[2 * i] = digits[ef->build_id[i] >> 4];
-        hex[2 * i + 1] = digits[ef->build_id[i] & 0xf];
-    }
-    hex[2 * ef->build_id_len] = '\0';
+    build_id_hex(ef->build_id, ef->build_id_len, full);
+    memcpy(hex, full, 2 * ef->build_id_len + 1);
     return 0;
 }
 

@@ -39,8 +39,8 @@ int elf_file_type(const struct elf_file *ef);
 
 /*
  * The GNU build ID (NT_GNU_BUILD_ID note) as lowercase hex into `hex`
- * (`cap` >= 2*20+1 for SHA-1 IDs); -ENOENT if the file has none,
- * -ENOSPC if `cap` is too small.
+ * (`cap` = BUILD_ID_HEX_SIZE holds any; build_id.h); -ENOENT if the file
+ * has none, -ENOSPC if `cap` is too small.
  */
 int elf_file_build_id(const struct elf_file *ef, char *hex, size_t cap);
 

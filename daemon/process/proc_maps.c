@@ -16,6 +16,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "strutil.h"
+
 /* First read buffer; most processes' maps fit (a few hundred lines). */
 #define MAPS_READ_CHUNK 65536
 
@@ -60,25 +62,6 @@ static int parse_hex(struct cursor *c, uint64_t *out)
     return 0;
 }
 
-/* Parses decimal digits at the cursor into `out`; fails on none or on overflow. */
-static int parse_dec(struct cursor *c, uint64_t *out)
-{
-    uint64_t v = 0;
-    const char *start = c->p;
-
-    while (c->p < c->end && *c->p >= '0' && *c->p <= '9') {
-        unsigned d = (unsigned)(*c->p - '0');
-        if (v > (UINT64_MAX - d) / 10)
-            return -EINVAL;
-        v = v * 10 + d;
-        c->p++;
-    }
-    if (c->p == start)
-        return -EINVAL;
-    *out = v;
-    return 0;
-}
-
 /* Consumes one expected character. */
 static int expect(struct cursor *c, char ch)
 {
@@ -114,7 +97,7 @@ static int parse_line(struct cursor c, struct proc_mapping *pm)
     if (parse_hex(&c, &pm->start) || expect(&c, '-') || parse_hex(&c, &pm->end) ||
         expect(&c, ' ') || parse_perms(&c, pm) || expect(&c, ' ') || parse_hex(&c, &pm->offset) ||
         expect(&c, ' ') || parse_hex(&c, &major) || expect(&c, ':') || parse_hex(&c, &minor) ||
-        expect(&c, ' ') || parse_dec(&c, &pm->inode))
+        expect(&c, ' ') || parse_decimal(&c.p, c.end, &pm->inode))
         return -EINVAL;
     if (pm->start >= pm->end || major > UINT32_MAX || minor > UINT32_MAX)
         return -EINVAL;
@@ -127,16 +110,20 @@ static int parse_line(struct cursor c, struct proc_mapping *pm)
     while (c.p < c.end && *c.p == ' ')
         c.p++;
 
-    size_t len = (size_t)(c.end - c.p);
-    size_t slen = sizeof(DELETED_SUFFIX) - 1;
-    if (len > slen && memcmp(c.end - slen, DELETED_SUFFIX, slen) == 0) {
-        pm->deleted = true;
-        len -= slen;
-    }
+    size_t len = proc_path_without_deleted(c.p, (size_t)(c.end - c.p), &pm->deleted);
     if (memchr(c.p, '\0', len))
         return -EINVAL;
     pm->path = strndup(c.p, len);
     return pm->path ? 0 : -ENOMEM;
+}
+
+size_t proc_path_without_deleted(const char *path, size_t len, bool *deleted)
+{
+    size_t slen = sizeof(DELETED_SUFFIX) - 1;
+    bool cut = len > slen && memcmp(path + len - slen, DELETED_SUFFIX, slen) == 0;
+    if (deleted)
+        *deleted = cut;
+    return cut ? len - slen : len;
 }
 
 /* Orders line numbers by their mapping's start, then as read; qsort_r with the mappings. */

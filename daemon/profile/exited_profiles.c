@@ -7,11 +7,12 @@
 #include <errno.h>
 #include <string.h>
 
+#include "clock.h"
+
+/* Monotonic seconds, the unit of EXITED_KEEP_SECONDS. */
 static time_t now_seconds(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec;
+    return (time_t)(monotonic_ns() / 1000000000u);
 }
 
 void exited_profiles_init(struct exited_profiles *x)

@@ -17,6 +17,8 @@
 
 #include <elfutils/libdwelf.h>
 
+#include "build_id.h"
+
 /* The roots to look under: the process's, then ours; at most two. */
 struct roots {
     const char *v[2];
@@ -92,11 +94,10 @@ static int try_path(const struct debug_target *t, const char *path, bool check, 
 /* Tries ROOT/usr/lib/debug/.build-id/xx/yyyy.debug. */
 static int try_build_id(const struct debug_target *t, const char *root, char **found)
 {
-    char hex[2 * 64 + 1], path[PATH_MAX];
-    if (t->build_id_len < 2 || t->build_id_len > 64)
+    char hex[BUILD_ID_HEX_SIZE], path[PATH_MAX];
+    if (t->build_id_len < 2 || t->build_id_len > BUILD_ID_MAX_BYTES)
         return -ENOENT;
-    for (size_t i = 0; i < t->build_id_len; i++)
-        snprintf(hex + 2 * i, 3, "%02x", t->build_id[i]);
+    build_id_hex(t->build_id, t->build_id_len, hex);
     int n = snprintf(path, sizeof(path), "%s%s/.build-id/%.2s/%s.debug", root, DEBUG_LINK_DIR, hex,
                      hex + 2);
     if (n < 0 || (size_t)n >= sizeof(path))

@@ -8,8 +8,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "clock.h"
 #include "elf_file.h"
 #include "proc_maps.h"
 #include "unwind_table.h"
@@ -31,13 +31,6 @@ struct unwind_process {
     struct unwind_file *files[HP_MAX_UNWIND_MAPPINGS];
     size_t nfiles;
 };
-
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 int unwind_manager_init(struct unwind_manager *m, struct bpf_state *bpf)
 {
@@ -124,9 +117,9 @@ static void rows_free(struct unwind_manager *m, uint32_t first, uint32_t n)
 static void build_file(struct unwind_manager *m, struct unwind_file *f, const char *path)
 {
     struct unwind_table t;
-    uint64_t t0 = now_ns();
+    uint64_t t0 = monotonic_ns();
     int e = unwind_table_build(path, &t);
-    m->stats.build_ns += now_ns() - t0;
+    m->stats.build_ns += monotonic_ns() - t0;
     if (e) {
         m->stats.build_failures++;
         return;
