@@ -88,6 +88,16 @@ int proc_exe_identity(pid_t pid, dev_t *dev, ino_t *ino)
     return 0;
 }
 
+bool proc_is_same_process(pid_t pid, uint64_t start_time, uint32_t exe_ino)
+{
+    uint64_t start;
+    dev_t dev;
+    ino_t ino;
+    if (proc_start_time(pid, &start) != 0 || start != start_time)
+        return false;
+    return proc_exe_identity(pid, &dev, &ino) != 0 || (uint32_t)ino == exe_ino;
+}
+
 int proc_map_file_path(pid_t pid, uint64_t start, uint64_t end, char *buf, size_t len)
 {
     int n = snprintf(buf, len, "/proc/%d/map_files/%llx-%llx", (int)pid,

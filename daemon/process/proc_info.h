@@ -6,6 +6,7 @@
 #ifndef HEAPPROF_PROC_INFO_H
 #define HEAPPROF_PROC_INFO_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -23,6 +24,12 @@ int proc_exe_path(pid_t pid, char *buf, size_t len);
 /* The device and inode of the process's executable (stat of
  * /proc/PID/exe); -errno if it cannot be read. */
 int proc_exe_identity(pid_t pid, dev_t *dev, ino_t *ino);
+
+/* Whether process `pid` is still the one recorded as started at
+ * `start_time` running an executable whose inode's low 32 bits are
+ * `exe_ino`: not gone, its pid not reused, and not exec'd meanwhile (an
+ * executable that cannot be read is taken as unchanged). */
+bool proc_is_same_process(pid_t pid, uint64_t start_time, uint32_t exe_ino);
 
 /*
  * "/proc/PID/map_files/START-END": opens the very file mapped at [start,
