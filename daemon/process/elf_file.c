@@ -290,7 +290,8 @@ static int read_sections(struct elf_file *ef)
     return 0;
 }
 
-int elf_file_open(const char *path, struct elf_file **out)
+/* Opens `path`, reading its symbol tables too if `with_symbols`. */
+static int open_file(const char *path, bool with_symbols, struct elf_file **out)
 {
     struct elf_file *ef;
     int err;
@@ -330,7 +331,7 @@ int elf_file_open(const char *path, struct elf_file **out)
     }
 
     read_build_id(ef);
-    err = read_sections(ef);
+    err = with_symbols ? read_sections(ef) : 0;
     if (err)
         goto out;
     *out = ef;
@@ -338,6 +339,16 @@ int elf_file_open(const char *path, struct elf_file **out)
 out:
     elf_file_close(ef);
     return err;
+}
+
+int elf_file_open(const char *path, struct elf_file **out)
+{
+    return open_file(path, true, out);
+}
+
+int elf_file_open_headers(const char *path, struct elf_file **out)
+{
+    return open_file(path, false, out);
 }
 
 void elf_file_close(struct elf_file *ef)

@@ -31,6 +31,10 @@ struct elf_symbol {
 
 /* Opens `path`; -ENOENT, -EACCES, or -ENOEXEC (not a 64-bit ELF file). */
 int elf_file_open(const char *path, struct elf_file **out);
+/* The same without reading the symbol tables (a large library has
+ * hundreds of thousands): for the build ID and the address translations
+ * only; the symbol functions then find nothing. */
+int elf_file_open_headers(const char *path, struct elf_file **out);
 /* Closes the file and frees everything it handed out; NULL is fine. */
 void elf_file_close(struct elf_file *ef);
 
