@@ -160,13 +160,15 @@ int main(int argc, char **argv)
     exited_profiles_init(&exited);
     int e = bpf_state_load(&bpf, opts.sample_interval, opts.layout, opts.pin_dir,
                            &opts.map_sizes, ctx.bpf_error, sizeof(ctx.bpf_error));
-    if (e == -EEXIST) {
-        /* Pinned maps of another layout or interval: misreading them would
-         * serve wrong profiles, so refuse to start. */
+    if (e && bpf.refused) {
+        /* The pin directory is unusable, or holds maps that would be
+         * misread (serving wrong profiles): refuse to start. */
         fprintf(stderr, "heapprofd: %s\n", ctx.bpf_error);
         options_free(&opts);
         return 1;
     }
+    if (bpf.notice[0])
+        fprintf(stderr, "heapprofd: %s\n", bpf.notice);
     if (e == 0) {
         fprintf(stderr, "heapprofd: probes attach as %s links, sample interval %llu bytes%s%s\n",
                 bpf_state_layout_name(bpf.layout), (unsigned long long)opts.sample_interval,
@@ -181,6 +183,9 @@ int main(int argc, char **argv)
         int adopted = targets_adopt(&targets, err, sizeof(err));
         if (adopted > 0)
             fprintf(stderr, "heapprofd: adopted %d processes from the pinned maps\n", adopted);
+        if (err[0])
+            fprintf(stderr, "heapprofd: could not adopt from the pinned maps (their counts are "
+                            "gone): %s\n", err);
         attach_pids(&opts, &targets);
     } else {
         fprintf(stderr, "heapprofd: BPF unavailable: %s\n", ctx.bpf_error);

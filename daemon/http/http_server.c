@@ -19,13 +19,11 @@
 #include <microhttpd.h>
 
 #include "access.h"
-#include "clock.h"
-#include "heap_profile.h"
 #include "metrics.h"
 #include "net_addr.h"
 #include "pprof.h"
+#include "profile_request.h"
 #include "query.h"
-#include "views.h"
 
 /* One listening socket and what its requests may do. */
 struct listener {
@@ -102,6 +100,7 @@ static unsigned status_of(int e)
         return MHD_HTTP_FORBIDDEN;
     case -ENOSPC:
     case -EAGAIN:
+    case -ENODEV: /* BPF unavailable */
         return MHD_HTTP_SERVICE_UNAVAILABLE;
     default:
         return MHD_HTTP_INTERNAL_SERVER_ERROR;
@@ -125,80 +124,47 @@ static enum MHD_Result take_argument(void *cls, enum MHD_ValueKind kind, const c
     return MHD_YES;
 }
 
-/* The kept last profile of process `pid`, which exited; 404 if none. */
-static enum MHD_Result serve_exited(struct daemon_ctx *ctx, struct MHD_Connection *conn, pid_t pid,
-                                    int debug, int default_alloc, const char *not_found)
-{
-    struct pprof_buf out = {0};
-    enum exited_form form = debug           ? EXITED_TEXT
-                            : default_alloc ? EXITED_ALLOCS_PROTO
-                                            : EXITED_HEAP_PROTO;
-    if (exited_profiles_get(ctx->exited, pid, form, &out) != 0)
-        return respond_text(ctx, conn, MHD_HTTP_NOT_FOUND, not_found);
-    if (!out.data)
-        out.data = calloc(1, 1);
-    atomic_fetch_add(&ctx->profiles_served, 1);
-    return respond(conn, MHD_HTTP_OK, (char *)out.data, out.len,
-                   debug ? "text/plain; charset=utf-8" : "application/octet-stream");
-}
-
 /* GET /debug/pprof/heap and /debug/pprof/allocs. */
 static enum MHD_Result serve_profile(struct daemon_ctx *ctx, struct MHD_Connection *conn,
                                      const struct caller *who, int default_alloc)
 {
     struct query_parse qp = {0};
-    char err[512];
+    char err[1280];
     MHD_get_connection_values(conn, MHD_GET_ARGUMENT_KIND, take_argument, &qp);
     if (qp.failed)
         return respond_text(ctx, conn, MHD_HTTP_BAD_REQUEST, qp.err);
     if (profile_query_finish(&qp.q, err, sizeof(err)) != 0)
         return respond_text(ctx, conn, MHD_HTTP_BAD_REQUEST, err);
-    if (!ctx->bpf) {
-        snprintf(err, sizeof(err), "BPF unavailable: %s", ctx->bpf_error);
-        return respond_text(ctx, conn, MHD_HTTP_SERVICE_UNAVAILABLE, err);
-    }
-    int e = qp.q.pid ? access_may_profile(who, qp.q.pid) : 0;
-    if (e == -EACCES) {
-        snprintf(err, sizeof(err), "uid %u may not profile process %d, which is not its own",
-                 (unsigned)who->uid, (int)qp.q.pid);
-        return respond_text(ctx, conn, MHD_HTTP_FORBIDDEN, err);
-    }
-    if (qp.q.pid)
-        e = targets_ensure(ctx->targets, qp.q.pid, err, sizeof(err));
-    if (e == -ESRCH && qp.q.seconds == 0 && qp.q.min_age_ns == 0 && (!who->via_unix || who->uid == 0))
-        return serve_exited(ctx, conn, qp.q.pid, qp.q.debug, default_alloc, err);
+    struct profile_answer a;
+    int e = profile_request_answer(ctx, &qp.q, who, default_alloc, &a, err, sizeof(err));
     if (e)
         return respond_text(ctx, conn, status_of(e), err);
+    if (!a.body.data) /* an empty text profile still needs a buffer to hand over */
+        a.body.data = calloc(1, 1);
+    return respond(conn, MHD_HTTP_OK, (char *)a.body.data, a.body.len, a.content_type);
+}
 
-    uint64_t t0 = monotonic_ns();
-    struct pprof_profile *p = NULL;
-    e = views_build(ctx, &qp.q, who, default_alloc, &p, err, sizeof(err));
-    if (e)
-        return respond_text(ctx, conn, status_of(e), err);
-
-    struct pprof_buf raw = {0}, out = {0};
-    const char *type = "application/octet-stream";
-    if (qp.q.debug) {
-        e = pprof_write_heap_text(p, &out);
-        type = "text/plain; charset=utf-8";
-    } else {
-        e = pprof_encode(p, &raw);
-        if (e == 0)
-            e = pprof_gzip(raw.data, raw.len, &out);
+/* Copies `src` into `dst` (size `len`) with HTML's special characters escaped. */
+static void html_escape(char *dst, size_t len, const char *src)
+{
+    size_t o = 0;
+    for (; *src && o + 7 < len; src++) {
+        const char *rep = NULL;
+        switch (*src) {
+        case '<': rep = "&lt;"; break;
+        case '>': rep = "&gt;"; break;
+        case '&': rep = "&amp;"; break;
+        case '"': rep = "&quot;"; break;
+        default: break;
+        }
+        if (rep) {
+            memcpy(dst + o, rep, strlen(rep));
+            o += strlen(rep);
+        } else {
+            dst[o++] = *src;
+        }
     }
-    pprof_free(p);
-    pprof_buf_free(&raw);
-    atomic_fetch_add(&ctx->profile_build_ns, monotonic_ns() - t0);
-    atomic_fetch_add(&ctx->profile_builds, 1);
-    if (e) {
-        pprof_buf_free(&out);
-        snprintf(err, sizeof(err), "encode the profile: %s", strerror(-e));
-        return respond_text(ctx, conn, MHD_HTTP_INTERNAL_SERVER_ERROR, err);
-    }
-    atomic_fetch_add(&ctx->profiles_served, 1);
-    if (!out.data) /* an empty text profile still needs a buffer to hand over */
-        out.data = calloc(1, 1);
-    return respond(conn, MHD_HTTP_OK, (char *)out.data, out.len, type);
+    dst[o] = '\0';
 }
 
 /* GET /debug/pprof/: the profiled processes, with links. */
@@ -245,9 +211,12 @@ static enum MHD_Result serve_index(struct daemon_ctx *ctx, struct MHD_Connection
 static enum MHD_Result serve_metrics(struct daemon_ctx *ctx, struct MHD_Connection *conn)
 {
     struct pprof_buf b = {0};
-    if (metrics_write(ctx, &b) != 0) {
+    int e = metrics_write(ctx, &b);
+    if (e) {
+        char err[128];
+        snprintf(err, sizeof(err), "write the metrics: %s", strerror(-e));
         pprof_buf_free(&b);
-        return respond_text(ctx, conn, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
+        return respond_text(ctx, conn, MHD_HTTP_INTERNAL_SERVER_ERROR, err);
     }
     return respond(conn, MHD_HTTP_OK, (char *)b.data, b.len,
                    "text/plain; version=0.0.4; charset=utf-8");
