@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "build_id.h"
+#include "search.h"
 
 /* Bit of a .gnu.version entry that marks a non-default ("foo@V1") version. */
 #define VERSYM_HIDDEN 0x8000
@@ -426,18 +427,32 @@ static void to_public(const struct elf_file *ef, const struct fsym *f, struct el
         out->file_offset = 0;
 }
 
+/* A symbol sought in a table: by name, or by address. */
+struct sym_sought {
+    const struct sym_table *t;
+    const char *name;
+    uint64_t vaddr;
+};
+
+/* Whether the i-th symbol in name order sorts before the name sought. */
+static bool name_before(const void *ctx, size_t i)
+{
+    const struct sym_sought *s = ctx;
+    return strcmp(s->t->v[s->t->by_name[i]].name, s->name) < 0;
+}
+
+/* Whether the i-th symbol in address order starts at or below the address sought. */
+static bool starts_at_or_below(const void *ctx, size_t i)
+{
+    const struct sym_sought *s = ctx;
+    return s->t->v[i].vaddr <= s->vaddr;
+}
+
 /* The best symbol named `name` in `t`: the first in name order, or NULL. */
 static const struct fsym *lookup_name(const struct sym_table *t, const char *name)
 {
-    size_t lo = 0, hi = t->n;
-
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (strcmp(t->v[t->by_name[mid]].name, name) < 0)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
+    struct sym_sought s = {.t = t, .name = name};
+    size_t lo = search_partition(0, t->n, name_before, &s);
     if (lo < t->n && strcmp(t->v[t->by_name[lo]].name, name) == 0)
         return &t->v[t->by_name[lo]];
     return NULL;
@@ -461,16 +476,9 @@ bool elf_file_exports_function(const struct elf_file *ef, const char *name)
 int elf_file_symbolize(const struct elf_file *ef, uint64_t vaddr, struct elf_symbol *out)
 {
     const struct sym_table *t = main_table(ef);
-    size_t lo = 0, hi = t->n;
-
-    /* lo becomes the number of symbols starting at or below vaddr. */
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (t->v[mid].vaddr <= vaddr)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
+    struct sym_sought s = {.t = t, .vaddr = vaddr};
+    /* lo: the number of symbols starting at or below vaddr. */
+    size_t lo = search_partition(0, t->n, starts_at_or_below, &s);
     if (lo == 0)
         return -ENOENT;
     uint64_t start = t->v[lo - 1].vaddr;

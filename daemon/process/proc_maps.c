@@ -16,6 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "search.h"
 #include "strutil.h"
 
 /* First read buffer; most processes' maps fit (a few hundred lines). */
@@ -299,18 +300,24 @@ void proc_maps_free(struct proc_maps *m)
     m->n = 0;
 }
 
+/* What proc_maps_find() looks for. */
+struct addr_in_maps {
+    const struct proc_maps *m;
+    uint64_t addr;
+};
+
+/* Whether mapping i ends at or below the address sought. */
+static bool ends_before(const void *ctx, size_t i)
+{
+    const struct addr_in_maps *a = ctx;
+    return a->m->v[i].end <= a->addr;
+}
+
 const struct proc_mapping *proc_maps_find(const struct proc_maps *m, uint64_t addr)
 {
-    size_t lo = 0, hi = m->n;
-
-    /* Find the first mapping whose end is above addr; it holds addr if it starts at or below. */
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (m->v[mid].end <= addr)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
+    /* The first mapping whose end is above addr holds addr if it starts at or below. */
+    struct addr_in_maps a = {m, addr};
+    size_t lo = search_partition(0, m->n, ends_before, &a);
     if (lo < m->n && m->v[lo].start <= addr)
         return &m->v[lo];
     return NULL;

@@ -23,6 +23,7 @@
 
 #include "cfi_rules.h"
 #include "dw_cursor.h"
+#include "search.h"
 
 #include <dwarf.h>
 #include <elfutils/libdw.h>
@@ -155,17 +156,24 @@ static bool in_exec_seg(const struct build *b, uint64_t lo, uint64_t hi)
     return false;
 }
 
+/* A CIE sought by its section offset. */
+struct cie_sought {
+    const struct build *b;
+    uint64_t off;
+};
+
+/* Whether CIE i lies before the offset sought. */
+static bool cie_before(const void *ctx, size_t i)
+{
+    const struct cie_sought *s = ctx;
+    return s->b->cies[i].off < s->off;
+}
+
 /* The index of the CIE at section offset `off` among cies[first, ncies), or SIZE_MAX. */
 static size_t find_cie(const struct build *b, size_t first, uint64_t off)
 {
-    size_t l = first, u = b->ncies;
-    while (l < u) {
-        size_t m = l + (u - l) / 2;
-        if (b->cies[m].off < off)
-            l = m + 1;
-        else
-            u = m;
-    }
+    struct cie_sought s = {b, off};
+    size_t l = search_partition(first, b->ncies, cie_before, &s);
     return l < b->ncies && b->cies[l].off == off ? l : SIZE_MAX;
 }
 
@@ -485,19 +493,26 @@ out:
     return err;
 }
 
+/* A row sought by its pc. */
+struct row_sought {
+    const struct unwind_table *t;
+    uint32_t pc;
+};
+
+/* Whether row i starts at or below the pc sought. */
+static bool row_at_or_below(const void *ctx, size_t i)
+{
+    const struct row_sought *s = ctx;
+    return s->t->rows[i].pc <= s->pc;
+}
+
 const struct hp_unwind_row *unwind_table_find(const struct unwind_table *t, uint64_t vaddr)
 {
     if (!t || t->n == 0 || vaddr < t->base || vaddr - t->base > UINT32_MAX)
         return NULL;
-    uint32_t pc = (uint32_t)(vaddr - t->base);
-    size_t l = 0, u = t->n; /* the answer is the last row with row.pc <= pc */
-    while (l < u) {
-        size_t m = l + (u - l) / 2;
-        if (t->rows[m].pc <= pc)
-            l = m + 1;
-        else
-            u = m;
-    }
+    struct row_sought s = {t, (uint32_t)(vaddr - t->base)};
+    /* The answer is the last row with row.pc <= pc. */
+    size_t l = search_partition(0, t->n, row_at_or_below, &s);
     return l ? &t->rows[l - 1] : NULL;
 }
 
