@@ -263,9 +263,9 @@ static int stale_pins_gone(const char *dir, const char *why, struct bpf_state *b
     char pids[256];
     size_t live = pinned_live_processes(dir, pids, sizeof(pids));
     if (live) {
-        snprintf(err, errlen, "%s, and hold the counts of %zu running process%s (pid %s): use "
-                 "the settings they were made with, or remove %s to lose those counts",
-                 why, live, live == 1 ? "" : "es", pids, dir);
+        snprintf(err, errlen, "%s; the maps in %s hold the counts of %zu running process%s "
+                 "(pid %s): use the settings they were made with, or remove %s to lose those "
+                 "counts", why, dir, live, live == 1 ? "" : "es", pids, dir);
         return -EEXIST;
     }
     int e = unpin_all(dir);
@@ -273,8 +273,8 @@ static int stale_pins_gone(const char *dir, const char *why, struct bpf_state *b
         snprintf(err, errlen, "%s; remove them to start afresh: %s", why, strerror(-e));
         return e;
     }
-    snprintf(b->notice, sizeof(b->notice), "%s and hold no running process: removed them, "
-             "starting afresh", why);
+    snprintf(b->notice, sizeof(b->notice), "%s; the maps in %s hold no running process: "
+             "removed them, starting afresh", why, dir);
     return 0;
 }
 

@@ -7,8 +7,9 @@ was 404 "process 0 does not exist"), an allocator the daemon may not read (it wa
 that cannot be opened (it was "in use by another heapprofd"), each probe
 layout's failure (only the last was said, labelled "classic"), descriptors
 past FD_SETSIZE (the server would not start, with a stale errno), more
-executable mappings than the unwinder keeps tables for (silently cut), and
-a pinned process that could not be adopted (silently forgotten).
+executable mappings than the unwinder keeps tables for (silently cut), a
+pinned process that could not be adopted (silently forgotten), and pinned
+maps of other sizes (refused even when nothing would be misread).
 
 Each test starts its own daemon; those that need other privileges start it
 under setpriv (as nobody, or as root without the DAC capabilities).
@@ -279,6 +280,30 @@ def test_a_pinned_process_that_cannot_be_adopted_is_named():
         shutil.rmtree(pin, ignore_errors=True)
 
 
+def test_pinned_maps_of_other_sizes_are_refused_only_while_they_hold_a_running_process():
+    """Maps pinned with --max-stacks 4096: a daemon with --max-stacks 8192
+    refuses them while the process they hold runs, naming it; once it has
+    exited, the daemon removes them and starts afresh, saying so once."""
+    pin = f"/sys/fs/bpf/heapprofd-test-reports-{TAG}-{int(time.time() * 1000) % 100000}"
+    cmd = [h.HEAPPROFD, "--listen", f"127.0.0.1:{h.free_port()}", "--pin-dir", pin,
+           "--max-stacks", "8192"]
+    try:
+        with h.Workload("exits", "60000") as w:
+            with h.Daemon("--pin-dir", pin, "--max-stacks", "4096") as a:
+                a.profile(f"/debug/pprof/heap?pid={w.pid}")  # attaches
+            r = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                               timeout=30)
+            h.check(r.returncode == 1 and "--max-stacks" in r.stderr and f"pid {w.pid}" in r.stderr,
+                    f"{' '.join(cmd)} while pid {w.pid} runs: expected exit status 1 naming "
+                    f"--max-stacks and the pid, got {r.returncode}; stderr:\n{r.stderr}")
+        with h.Daemon("--pin-dir", pin, "--max-stacks", "8192") as b:
+            said = [x for x in b.stderr().splitlines() if "starting afresh" in x]
+            h.check(len(said) == 1 and "--max-stacks" in said[0],
+                    f"daemon B should say once that it starts afresh; stderr:\n{b.stderr()}")
+    finally:
+        shutil.rmtree(pin, ignore_errors=True)
+
+
 if __name__ == "__main__":
     h.run([
         test_a_40_byte_build_id_shares_one_unwind_table_and_build_time_is_fractional,
@@ -289,4 +314,5 @@ if __name__ == "__main__":
         test_the_server_starts_with_descriptors_past_fd_setsize_and_names_a_failed_bind,
         test_more_executable_mappings_than_tables_is_logged_and_counted,
         test_a_pinned_process_that_cannot_be_adopted_is_named,
+        test_pinned_maps_of_other_sizes_are_refused_only_while_they_hold_a_running_process,
     ])
