@@ -1,7 +1,7 @@
 /*
  * many_maps.c - a workload with more executable file mappings than the
  * unwinder keeps tables for per process (HP_MAX_UNWIND_MAPPINGS, 256), for
- * tests/integration/test_reports.py.
+ * tests/integration/test_diagnostics.py.
  *
  * Usage: many_maps N. Before "ready" it maps the first page of its own
  * executable N times with PROT_EXEC, each mapping apart from the others

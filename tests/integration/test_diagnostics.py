@@ -58,7 +58,7 @@ def wait_for(condition, timeout, what):
 def heapprofd_as(wrapper):
     """Runs the Daemons started inside the block through `wrapper` (a list
     of arguments put before heapprofd's own, e.g. setpriv)."""
-    tmp = tempfile.mkdtemp(prefix="heapprof-reports-")
+    tmp = tempfile.mkdtemp(prefix="heapprof-diagnostics-")
     script = os.path.join(tmp, "heapprofd")
     with open(script, "w") as f:
         f.write("#!/bin/sh\nexec " + " ".join(wrapper) + f" {h.HEAPPROFD} \"$@\"\n")
@@ -260,7 +260,7 @@ def test_a_pinned_process_that_cannot_be_adopted_is_named():
     """Daemon A profiles two processes with pinned maps; daemon B on them
     may profile only one (--max-targets 1): it adopts one and names the
     other, with the reason, instead of forgetting it silently."""
-    pin = f"/sys/fs/bpf/heapprofd-test-reports-{TAG}-{int(time.time() * 1000) % 100000}"
+    pin = f"/sys/fs/bpf/heapprofd-test-diagnostics-{TAG}-{int(time.time() * 1000) % 100000}"
     try:
         with h.Workload("exits", "60000") as w1, h.Workload("exits", "60000") as w2:
             with h.Daemon("--pin-dir", pin) as a:
@@ -284,7 +284,7 @@ def test_pinned_maps_of_other_sizes_are_refused_only_while_they_hold_a_running_p
     """Maps pinned with --max-stacks 4096: a daemon with --max-stacks 8192
     refuses them while the process they hold runs, naming it; once it has
     exited, the daemon removes them and starts afresh, saying so once."""
-    pin = f"/sys/fs/bpf/heapprofd-test-reports-{TAG}-{int(time.time() * 1000) % 100000}"
+    pin = f"/sys/fs/bpf/heapprofd-test-diagnostics-{TAG}-{int(time.time() * 1000) % 100000}"
     cmd = [h.HEAPPROFD, "--listen", f"127.0.0.1:{h.free_port()}", "--pin-dir", pin,
            "--max-stacks", "8192"]
     try:
