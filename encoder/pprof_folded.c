@@ -94,16 +94,16 @@ static int collect(const struct pprof_profile *p, size_t type, struct folded_set
     if (!set->v)
         return -ENOMEM;
     struct report_frames frames = {0};
-    int e = 0;
-    for (size_t i = 0; i < p->samples.n && e == 0; i++) {
-        int64_t v = report_value(p, i, type);
-        if (v == 0)
-            continue;
-        e = report_sample_frames(p, &p->samples.v[i], &frames);
-        if (e || frames.n == 0)
+    size_t next = 0;
+    int64_t v;
+    int e;
+    while ((e = report_next_sample(p, type, &next, &v, &frames)) > 0) {
+        if (frames.n == 0)
             continue;
         size_t start = set->text.len;
-        e = append_stack(&set->text, p, &p->samples.v[i], &frames);
+        e = append_stack(&set->text, p, &p->samples.v[next - 1], &frames);
+        if (e)
+            break;
         set->v[set->n++] = (struct folded_line){start, set->text.len - start, v};
     }
     report_frames_free(&frames);

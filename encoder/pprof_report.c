@@ -65,6 +65,19 @@ int report_sample_frames(const struct pprof_profile *p, const struct pprof_sampl
     return 0;
 }
 
+int report_next_sample(const struct pprof_profile *p, size_t type, size_t *i, int64_t *v,
+                       struct report_frames *f)
+{
+    for (; *i < p->samples.n; (*i)++) {
+        *v = report_value(p, *i, type);
+        if (*v == 0)
+            continue;
+        int e = report_sample_frames(p, &p->samples.v[(*i)++], f);
+        return e ? e : 1;
+    }
+    return 0;
+}
+
 void report_frames_free(struct report_frames *f)
 {
     free(f->v);

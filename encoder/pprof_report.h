@@ -40,6 +40,14 @@ struct report_frames {
 /* The frames of sample `s` into `f`, leaf and innermost inlined call first; 0 or -ENOMEM. */
 int report_sample_frames(const struct pprof_profile *p, const struct pprof_sample *s,
                          struct report_frames *f);
+/*
+ * Steps `*i` to the next sample with a non-zero value of type `type`, puts
+ * that value in `*v` and its frames in `f`. 1 if there is one, 0 past the
+ * last sample, -ENOMEM. Start with *i = 0; the reports leave zero values
+ * out, as pprof leaves them out of its graph.
+ */
+int report_next_sample(const struct pprof_profile *p, size_t type, size_t *i, int64_t *v,
+                       struct report_frames *f);
 /* Frees the frames' memory. */
 void report_frames_free(struct report_frames *f);
 

@@ -115,23 +115,22 @@ static struct top_node *node_of(const struct pprof_profile *p, struct top_table 
     return n;
 }
 
-/* Adds every sample's value of type `type` to the rows; 0 or -ENOMEM. */
+/* Adds every sample's value of type `type` to the rows; 0, -ENOMEM or -EOVERFLOW. */
 static int gather(const struct pprof_profile *p, size_t type, struct top_table *t,
                   int64_t *total)
 {
     struct report_frames frames = {0};
-    int e = 0;
-    for (size_t i = 0; i < p->samples.n && e == 0; i++) {
-        int64_t v = report_value(p, i, type);
-        if (v == 0)
-            continue;
+    size_t next = 0;
+    int64_t v;
+    int e;
+    while ((e = report_next_sample(p, type, &next, &v, &frames)) > 0) {
+        size_t i = next - 1; /* the sample's index */
         /* Rows' sums stay within the total of absolute values: check only it. */
         if (v == INT64_MIN || __builtin_add_overflow(*total, abs64(v), total)) {
             e = -EOVERFLOW;
             break;
         }
-        e = report_sample_frames(p, &p->samples.v[i], &frames);
-        for (size_t j = 0; j < frames.n && e == 0; j++) {
+        for (size_t j = 0; j < frames.n && e > 0; j++) {
             struct top_node *n = node_of(p, t, &frames.v[j]);
             if (!n) {
                 e = -ENOMEM;
@@ -148,6 +147,8 @@ static int gather(const struct pprof_profile *p, size_t type, struct top_table *
                 n->last_sample = i + 1;
             }
         }
+        if (e < 0)
+            break;
     }
     report_frames_free(&frames);
     return e;

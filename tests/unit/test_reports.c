@@ -103,6 +103,18 @@ static char *report(int (*write)(const struct pprof_profile *, size_t, struct pp
     return (char *)b.data;
 }
 
+/* Checks that `write` prints `want` for sample type `type` of the demo profile. */
+static void check_demo_report(int (*write)(const struct pprof_profile *, size_t,
+                                           struct pprof_buf *),
+                              size_t type, const char *want)
+{
+    struct pprof_profile *p = demo_profile();
+    char *got = report(write, p, type);
+    CHECK_STR_EQ(got, want);
+    free(got);
+    pprof_free(p);
+}
+
 static void top_matches_go_tool_pprof_for_bytes(void)
 {
     static const char want[] =
@@ -114,11 +126,7 @@ static void top_matches_go_tool_pprof_for_bytes(void)
         "         0     0%   100%        1kB 0.049%  grow (inline)\n"
         "         0     0%   100%  2049.29kB   100%  main\n"
         "         0     0%   100%  2049.29kB   100%  parse\n";
-    struct pprof_profile *p = demo_profile();
-    char *got = report(pprof_write_top, p, 3);
-    CHECK_STR_EQ(got, want);
-    free(got);
-    pprof_free(p);
+    check_demo_report(pprof_write_top, 3, want);
 }
 
 static void top_matches_go_tool_pprof_for_counts_and_recursion(void)
@@ -134,11 +142,7 @@ static void top_matches_go_tool_pprof_for_counts_and_recursion(void)
         "         0     0%   100%          1  5.56%  grow (inline)\n"
         "         0     0%   100%         18   100%  main\n"
         "         0     0%   100%          8 44.44%  parse\n";
-    struct pprof_profile *p = demo_profile();
-    char *got = report(pprof_write_top, p, 0);
-    CHECK_STR_EQ(got, want);
-    free(got);
-    pprof_free(p);
+    check_demo_report(pprof_write_top, 0, want);
 }
 
 static void folded_stacks_are_root_first_merged_and_sorted(void)
@@ -147,11 +151,7 @@ static void folded_stacks_are_root_first_merged_and_sorted(void)
     static const char want[] = "main;parse;[libz.so.1] 200\n"
                                "main;parse;grow;xmalloc 1024\n"
                                "main;parse;xmalloc 2097252\n";
-    struct pprof_profile *p = demo_profile();
-    char *got = report(pprof_write_folded, p, 3);
-    CHECK_STR_EQ(got, want);
-    free(got);
-    pprof_free(p);
+    check_demo_report(pprof_write_folded, 3, want);
 }
 
 static void folded_names_cannot_split_a_line_or_a_frame(void)
