@@ -28,6 +28,7 @@
 struct target {
     pid_t pid;
     uint64_t start_time;
+    uint64_t attached_ns; /* CLOCK_MONOTONIC when this daemon attached or adopted it */
     char comm[17];
     char allocator[256];
     struct probe_links probes;
@@ -233,6 +234,7 @@ static int attach(struct targets *t, size_t slot, struct target *tg, char *err, 
     e = allocator_resolve(pid, &tg->last_maps, &plan, err, errlen);
     if (e)
         return e;
+    tg->attached_ns = monotonic_ns();
     if (proc_exe_identity(pid, &tg->exe_dev, &tg->exe_ino) != 0)
         tg->exe_ino = 0;
     if (proc_comm(pid, tg->comm, sizeof(tg->comm)) != 0)
@@ -435,6 +437,7 @@ size_t targets_list(struct targets *t, struct target_info *out, size_t cap)
             memcpy(out[n].allocator, tg->allocator, sizeof(out[n].allocator));
             out[n].nfuncs = tg->nfuncs;
             out[n].emulated = tg->emulated;
+            out[n].attached_ns = tg->attached_ns;
         }
         n++;
     }

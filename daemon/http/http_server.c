@@ -24,6 +24,8 @@
 #include "pprof.h"
 #include "profile_request.h"
 #include "query.h"
+#include "targets_json.h"
+#include "web_assets.h"
 
 /* One listening socket and what its requests may do. */
 struct listener {
@@ -167,6 +169,41 @@ static void html_escape(char *dst, size_t len, const char *src)
     dst[o] = '\0';
 }
 
+/* GET /debug/pprof/?format=json: the profiled processes `who` may see, for the web page. */
+static enum MHD_Result serve_index_json(struct daemon_ctx *ctx, struct MHD_Connection *conn,
+                                        const struct caller *who)
+{
+    struct pprof_buf b = {0};
+    int e = targets_json_write(ctx, who, &b);
+    if (e) {
+        pprof_buf_free(&b);
+        char err[96];
+        snprintf(err, sizeof(err), "list the profiled processes: %s", strerror(-e));
+        return respond_text(ctx, conn, MHD_HTTP_INTERNAL_SERVER_ERROR, err);
+    }
+    return respond(conn, MHD_HTTP_OK, (char *)b.data, b.len, "application/json");
+}
+
+/* A file of the web page, from the binary. Scripts only from here: the page
+ * shows function names, which a profiled program chooses. */
+static enum MHD_Result serve_web_asset(struct MHD_Connection *conn, const struct web_asset *a)
+{
+    struct MHD_Response *r = MHD_create_response_from_buffer(
+        (size_t)(a->end - a->data), (void *)a->data, MHD_RESPMEM_PERSISTENT);
+    if (!r)
+        return MHD_NO;
+    MHD_add_response_header(r, "Content-Type", a->content_type);
+    MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
+    MHD_add_response_header(r, "Cache-Control", "no-cache");
+    /* d3-flame-graph adds its stylesheet as a <style> element: inline styles allowed. */
+    MHD_add_response_header(r, "Content-Security-Policy",
+                            "default-src 'self'; style-src 'self' 'unsafe-inline'; "
+                            "img-src 'self' data:; frame-ancestors 'none'");
+    enum MHD_Result ret = MHD_queue_response(conn, MHD_HTTP_OK, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
 /* GET /debug/pprof/: the profiled processes, with links. */
 static enum MHD_Result serve_index(struct daemon_ctx *ctx, struct MHD_Connection *conn)
 {
@@ -257,14 +294,24 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
     }
     if (strcmp(url, "/metrics") == 0)
         return serve_metrics(ctx, conn);
-    if (strcmp(url, "/debug/pprof/") == 0 || strcmp(url, "/debug/pprof") == 0)
+    if (strcmp(url, "/debug/pprof/") == 0 || strcmp(url, "/debug/pprof") == 0) {
+        const char *format = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "format");
+        if (format && strcmp(format, "json") == 0)
+            return serve_index_json(ctx, conn, &who);
+        if (format && strcmp(format, "html") != 0)
+            return respond_text(ctx, conn, MHD_HTTP_BAD_REQUEST,
+                                "bad format for the index: want json or html");
         return serve_index(ctx, conn);
+    }
     if (strcmp(url, "/debug/pprof/heap") == 0)
         return serve_profile(ctx, conn, &who, 0);
     if (strcmp(url, "/debug/pprof/allocs") == 0)
         return serve_profile(ctx, conn, &who, 1);
+    const struct web_asset *asset = web_asset_find(url);
+    if (asset)
+        return serve_web_asset(conn, asset);
     return respond_text(ctx, conn, MHD_HTTP_NOT_FOUND,
-                        "not found: try /debug/pprof/heap?pid=N, /debug/pprof/, /metrics");
+                        "not found: try /, /debug/pprof/heap?pid=N, /debug/pprof/, /metrics");
 }
 
 /* Starts one MHD daemon for listener `l` on the listening socket `fd`,

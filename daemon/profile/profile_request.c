@@ -10,6 +10,7 @@
 
 #include "clock.h"
 #include "exited_profiles.h"
+#include "profile_formats.h"
 #include "views.h"
 
 /* Makes sure process q->pid may be profiled by `who` and is attached. */
@@ -32,36 +33,34 @@ static int may_read_kept(const struct profile_query *q, const struct caller *who
     return q->seconds == 0 && q->min_age_ns == 0 && (!who->via_unix || who->uid == 0);
 }
 
-/* The kept last profile of q->pid, which exited; -ESRCH (with `err` as
- * the attach left it) if none is kept. */
+/* The kept last profile of q->pid, which exited, in the form asked for:
+ * the forms kept encoded as they are, the others made from the kept
+ * profile. -ESRCH (with `err` as the attach left it) if none is kept. */
 static int answer_exited(struct daemon_ctx *ctx, const struct profile_query *q, int default_alloc,
-                         struct profile_answer *out)
+                         struct profile_answer *out, char *err, size_t errlen)
 {
-    enum exited_form form = q->debug       ? EXITED_TEXT
-                            : default_alloc ? EXITED_ALLOCS_PROTO
-                                            : EXITED_HEAP_PROTO;
-    if (exited_profiles_get(ctx->exited, q->pid, form, &out->body) != 0)
-        return -ESRCH;
-    out->content_type = q->debug ? "text/plain; charset=utf-8" : "application/octet-stream";
+    struct profile_form form = {.q = q, .default_alloc = default_alloc};
+    int e;
+    if (q->format != FORMAT_PROTO) {
+        e = exited_profiles_write(ctx->exited, q->pid, profile_form_write_cb, &form, &out->body);
+    } else {
+        enum exited_form kept = q->debug       ? EXITED_TEXT
+                                : default_alloc ? EXITED_ALLOCS_PROTO
+                                                : EXITED_HEAP_PROTO;
+        form.content_type = q->debug ? "text/plain; charset=utf-8" : "application/octet-stream";
+        e = exited_profiles_get(ctx->exited, q->pid, kept, &out->body);
+    }
+    if (e) {
+        pprof_buf_free(&out->body);
+        if (e == -ENOENT)
+            return -ESRCH;
+        snprintf(err, errlen, "write the last profile of process %d: %s", (int)q->pid,
+                 strerror(-e));
+        return e;
+    }
+    out->content_type = form.content_type;
     atomic_fetch_add(&ctx->profiles_served, 1);
     return 0;
-}
-
-/* Encodes `p` as the query asks: Go's text, or gzipped profile.proto. */
-static int encode(struct pprof_profile *p, const struct profile_query *q,
-                  struct profile_answer *out)
-{
-    if (q->debug) {
-        out->content_type = "text/plain; charset=utf-8";
-        return pprof_write_heap_text(p, &out->body);
-    }
-    struct pprof_buf raw = {0};
-    out->content_type = "application/octet-stream";
-    int e = pprof_encode(p, &raw);
-    if (e == 0)
-        e = pprof_gzip(raw.data, raw.len, &out->body);
-    pprof_buf_free(&raw);
-    return e;
 }
 
 int profile_request_answer(struct daemon_ctx *ctx, const struct profile_query *q,
@@ -75,7 +74,7 @@ int profile_request_answer(struct daemon_ctx *ctx, const struct profile_query *q
     }
     int e = q->pid ? attach_for(ctx, q, who, err, errlen) : 0;
     if (e == -ESRCH && may_read_kept(q, who))
-        return answer_exited(ctx, q, default_alloc, out);
+        return answer_exited(ctx, q, default_alloc, out, err, errlen);
     if (e)
         return e;
 
@@ -84,7 +83,9 @@ int profile_request_answer(struct daemon_ctx *ctx, const struct profile_query *q
     e = views_build(ctx, q, who, default_alloc, &p, err, errlen);
     if (e)
         return e;
-    e = encode(p, q, out);
+    struct profile_form form = {.q = q, .default_alloc = default_alloc};
+    e = profile_form_write(p, &form, &out->body);
+    out->content_type = form.content_type;
     pprof_free(p);
     atomic_fetch_add(&ctx->profile_build_ns, monotonic_ns() - t0);
     atomic_fetch_add(&ctx->profile_builds, 1);

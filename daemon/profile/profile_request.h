@@ -3,8 +3,9 @@
  * (the HTTP server): who may profile which process (access.h), attaching a
  * process not yet profiled (synchronously: once this answers, every later
  * allocation of it is seen), the kept last profile of a process that has
- * exited, the build (views.h) and the encoding: gzipped profile.proto, or
- * Go's debug=1 text. The caller turns an -errno into its status code.
+ * exited, the build (views.h) and the form asked for (profile_formats.h:
+ * gzipped profile.proto, Go's debug=1 text, the top table, folded stacks).
+ * The caller turns an -errno into its status code.
  */
 #ifndef HEAPPROF_PROFILE_REQUEST_H
 #define HEAPPROF_PROFILE_REQUEST_H
