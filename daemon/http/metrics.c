@@ -4,32 +4,19 @@
 #include "metrics.h"
 
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "hp_limits.h"
 
-/* Appends printf-style text; -ENOMEM on failure (checked once at the end). */
-static int emit(struct pprof_buf *out, const char *fmt, ...)
-{
-    char line[512];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(line, sizeof(line), fmt, ap);
-    va_end(ap);
-    if (n < 0)
-        return -EINVAL;
-    return pprof_buf_append(out, line, (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1);
-}
-
 /* One metric with its HELP and TYPE lines. */
-static int emit_metric(struct pprof_buf *out, const char *name, const char *type,
-                       const char *help, unsigned long long value)
+static int emit_metric(struct pprof_buf *out, const char *name, const char *type, const char *help,
+                       unsigned long long value)
 {
-    int e = emit(out, "# HELP heapprofd_%s %s\n# TYPE heapprofd_%s %s\n", name, help, name, type);
-    return e ? e : emit(out, "heapprofd_%s %llu\n", name, value);
+    int e = pprof_buf_printf(out, "# HELP heapprofd_%s %s\n# TYPE heapprofd_%s %s\n", name, help,
+                             name, type);
+    return e ? e : pprof_buf_printf(out, "heapprofd_%s %llu\n", name, value);
 }
 
 /* Escapes a label value for the Prometheus text format (backslash, quote, newline). */
@@ -73,14 +60,16 @@ static int write_target_metrics(struct daemon_ctx *ctx, struct pprof_buf *out)
          "Estimated bytes allocated since attach, per profiled process."},
     };
     for (int f = 0; f < 2 && e == 0; f++) {
-        e = emit(out, "# HELP heapprofd_%s %s\n# TYPE heapprofd_%s %s\n", families[f].name,
-                 families[f].help, families[f].name, families[f].type);
+        e = pprof_buf_printf(out, "# HELP heapprofd_%s %s\n# TYPE heapprofd_%s %s\n",
+                             families[f].name, families[f].help, families[f].name,
+                             families[f].type);
         for (size_t i = 0; i < n && e == 0; i++) {
             char comm[64];
             label_escape(comm, sizeof(comm), info[i].comm);
             int64_t fixed = f == 0 ? totals[i].inuse_bytes : (int64_t)totals[i].alloc_bytes;
-            e = emit(out, "heapprofd_%s{pid=\"%d\",comm=\"%s\"} %lld\n", families[f].name,
-                     (int)info[i].pid, comm, (long long)(fixed > 0 ? fixed >> HP_BYTES_SHIFT : 0));
+            e = pprof_buf_printf(out, "heapprofd_%s{pid=\"%d\",comm=\"%s\"} %lld\n",
+                                 families[f].name, (int)info[i].pid, comm,
+                                 (long long)(fixed > 0 ? fixed >> HP_BYTES_SHIFT : 0));
         }
     }
     free(info);
@@ -104,22 +93,24 @@ static int write_bpf_metrics(struct daemon_ctx *ctx, struct pprof_buf *out)
     if (e == 0)
         e = bpf_state_map_fill(ctx->bpf, &f);
     if (e == 0)
-        e = emit(out, "# HELP heapprofd_map_entries Entries in use in each BPF map.\n"
-                      "# TYPE heapprofd_map_entries gauge\n"
-                      "heapprofd_map_entries{map=\"counts\"} %zu\n"
-                      "heapprofd_map_entries{map=\"live\"} %zu\n"
-                      "heapprofd_map_entries{map=\"stacks\"} %zu\n"
-                      "heapprofd_map_entries{map=\"pending\"} %zu\n",
-                 f.counts, f.live, f.stacks, f.pending);
+        e = pprof_buf_printf(out,
+                             "# HELP heapprofd_map_entries Entries in use in each BPF map.\n"
+                             "# TYPE heapprofd_map_entries gauge\n"
+                             "heapprofd_map_entries{map=\"counts\"} %zu\n"
+                             "heapprofd_map_entries{map=\"live\"} %zu\n"
+                             "heapprofd_map_entries{map=\"stacks\"} %zu\n"
+                             "heapprofd_map_entries{map=\"pending\"} %zu\n",
+                             f.counts, f.live, f.stacks, f.pending);
     if (e == 0)
-        e = emit(out, "# HELP heapprofd_map_capacity Capacity of each BPF map.\n"
-                      "# TYPE heapprofd_map_capacity gauge\n"
-                      "heapprofd_map_capacity{map=\"counts\"} %u\n"
-                      "heapprofd_map_capacity{map=\"live\"} %u\n"
-                      "heapprofd_map_capacity{map=\"stacks\"} %u\n"
-                      "heapprofd_map_capacity{map=\"pending\"} %u\n",
-                 ctx->bpf->capacity.counts, ctx->bpf->capacity.live, ctx->bpf->capacity.stacks,
-                 ctx->bpf->capacity.pending);
+        e = pprof_buf_printf(out,
+                             "# HELP heapprofd_map_capacity Capacity of each BPF map.\n"
+                             "# TYPE heapprofd_map_capacity gauge\n"
+                             "heapprofd_map_capacity{map=\"counts\"} %u\n"
+                             "heapprofd_map_capacity{map=\"live\"} %u\n"
+                             "heapprofd_map_capacity{map=\"stacks\"} %u\n"
+                             "heapprofd_map_capacity{map=\"pending\"} %u\n",
+                             ctx->bpf->capacity.counts, ctx->bpf->capacity.live,
+                             ctx->bpf->capacity.stacks, ctx->bpf->capacity.pending);
     return e;
 }
 
@@ -148,19 +139,21 @@ static int write_target_counters(struct daemon_ctx *ctx, struct pprof_buf *out)
         e = emit_metric(out, "reattached_total", "counter",
                         "Processes attached again after they exec'd.", reattached);
     if (e == 0)
-        e = emit(out, "# HELP heapprofd_last_attach_seconds Time the last attach took.\n"
-                      "# TYPE heapprofd_last_attach_seconds gauge\n"
-                      "heapprofd_last_attach_seconds %.6f\n"
-                      "# HELP heapprofd_last_detach_seconds Time removing the probes of the "
-                      "last detached process took.\n"
-                      "# TYPE heapprofd_last_detach_seconds gauge\n"
-                      "heapprofd_last_detach_seconds %.6f\n",
-                 attach_ns / 1e9, detach_ns / 1e9);
+        e = pprof_buf_printf(out,
+                             "# HELP heapprofd_last_attach_seconds Time the last attach took.\n"
+                             "# TYPE heapprofd_last_attach_seconds gauge\n"
+                             "heapprofd_last_attach_seconds %.6f\n"
+                             "# HELP heapprofd_last_detach_seconds Time removing the probes of the "
+                             "last detached process took.\n"
+                             "# TYPE heapprofd_last_detach_seconds gauge\n"
+                             "heapprofd_last_detach_seconds %.6f\n",
+                             attach_ns / 1e9, detach_ns / 1e9);
     if (e == 0)
-        e = emit(out, "# HELP heapprofd_probe_layout How probes are attached.\n"
-                      "# TYPE heapprofd_probe_layout gauge\n"
-                      "heapprofd_probe_layout{layout=\"%s\"} 1\n",
-                 bpf_state_layout_name(ctx->bpf->layout));
+        e = pprof_buf_printf(out,
+                             "# HELP heapprofd_probe_layout How probes are attached.\n"
+                             "# TYPE heapprofd_probe_layout gauge\n"
+                             "heapprofd_probe_layout{layout=\"%s\"} 1\n",
+                             bpf_state_layout_name(ctx->bpf->layout));
     return e;
 }
 
@@ -184,19 +177,22 @@ static int write_unwind_metrics(struct daemon_ctx *ctx, struct pprof_buf *out)
                         "Processes whose unwind tables could not all be given (logged).",
                         us.update_errors);
     if (e == 0)
-        e = emit(out, "# HELP heapprofd_unwind_table_build_seconds_total Time spent building "
-                      "unwind tables.\n"
-                      "# TYPE heapprofd_unwind_table_build_seconds_total counter\n"
-                      "heapprofd_unwind_table_build_seconds_total %.6f\n",
-                 us.build_ns / 1e9);
+        e = pprof_buf_printf(
+            out,
+            "# HELP heapprofd_unwind_table_build_seconds_total Time spent building "
+            "unwind tables.\n"
+            "# TYPE heapprofd_unwind_table_build_seconds_total counter\n"
+            "heapprofd_unwind_table_build_seconds_total %.6f\n",
+            us.build_ns / 1e9);
     if (e == 0)
-        e = emit(out, "# HELP heapprofd_unwind_rows Unwind table rows in use, of %u.\n"
-                      "# TYPE heapprofd_unwind_rows gauge\n"
-                      "heapprofd_unwind_rows %zu\n"
-                      "# HELP heapprofd_unwind_files Files with unwind tables loaded.\n"
-                      "# TYPE heapprofd_unwind_files gauge\n"
-                      "heapprofd_unwind_files %zu\n",
-                 HP_MAX_UNWIND_ROWS, us.rows_used, us.files);
+        e = pprof_buf_printf(out,
+                             "# HELP heapprofd_unwind_rows Unwind table rows in use, of %u.\n"
+                             "# TYPE heapprofd_unwind_rows gauge\n"
+                             "heapprofd_unwind_rows %zu\n"
+                             "# HELP heapprofd_unwind_files Files with unwind tables loaded.\n"
+                             "# TYPE heapprofd_unwind_files gauge\n"
+                             "heapprofd_unwind_files %zu\n",
+                             HP_MAX_UNWIND_ROWS, us.rows_used, us.files);
     return e;
 }
 
@@ -213,13 +209,14 @@ static int write_request_metrics(struct daemon_ctx *ctx, struct pprof_buf *out)
         e = emit_metric(out, "profiles_served_total", "counter", "Profiles served.",
                         atomic_load(&ctx->profiles_served));
     if (e == 0)
-        e = emit(out, "# HELP heapprofd_profile_build_seconds Time spent building and "
-                      "encoding profiles (sum and count: divide for the mean per scrape).\n"
-                      "# TYPE heapprofd_profile_build_seconds summary\n"
-                      "heapprofd_profile_build_seconds_sum %.6f\n"
-                      "heapprofd_profile_build_seconds_count %llu\n",
-                 atomic_load(&ctx->profile_build_ns) / 1e9,
-                 (unsigned long long)atomic_load(&ctx->profile_builds));
+        e = pprof_buf_printf(out,
+                             "# HELP heapprofd_profile_build_seconds Time spent building and "
+                             "encoding profiles (sum and count: divide for the mean per scrape).\n"
+                             "# TYPE heapprofd_profile_build_seconds summary\n"
+                             "heapprofd_profile_build_seconds_sum %.6f\n"
+                             "heapprofd_profile_build_seconds_count %llu\n",
+                             atomic_load(&ctx->profile_build_ns) / 1e9,
+                             (unsigned long long)atomic_load(&ctx->profile_builds));
     return e;
 }
 
@@ -228,16 +225,18 @@ static int write_symbol_cache_metrics(struct daemon_ctx *ctx, struct pprof_buf *
 {
     struct symbol_cache_stats sc;
     symbol_cache_stats(ctx->cache, &sc);
-    int e = emit(out, "# HELP heapprofd_symbol_cache_files ELF files open for symbolization, "
-                      "of %llu.\n"
-                      "# TYPE heapprofd_symbol_cache_files gauge\n"
-                      "heapprofd_symbol_cache_files %llu\n"
-                      "# HELP heapprofd_symbol_cache_bytes Bytes of ELF and debug files they map, "
-                      "of %llu.\n"
-                      "# TYPE heapprofd_symbol_cache_bytes gauge\n"
-                      "heapprofd_symbol_cache_bytes %llu\n",
-                 (unsigned long long)sc.max_entries, (unsigned long long)sc.entries,
-                 (unsigned long long)sc.max_bytes, (unsigned long long)sc.bytes);
+    int e = pprof_buf_printf(
+        out,
+        "# HELP heapprofd_symbol_cache_files ELF files open for symbolization, "
+        "of %llu.\n"
+        "# TYPE heapprofd_symbol_cache_files gauge\n"
+        "heapprofd_symbol_cache_files %llu\n"
+        "# HELP heapprofd_symbol_cache_bytes Bytes of ELF and debug files they map, "
+        "of %llu.\n"
+        "# TYPE heapprofd_symbol_cache_bytes gauge\n"
+        "heapprofd_symbol_cache_bytes %llu\n",
+        (unsigned long long)sc.max_entries, (unsigned long long)sc.entries,
+        (unsigned long long)sc.max_bytes, (unsigned long long)sc.bytes);
     if (e == 0)
         e = emit_metric(out, "symbol_cache_hits_total", "counter",
                         "Mappings whose file was open already.", sc.hits);
@@ -253,8 +252,8 @@ static int write_symbol_cache_metrics(struct daemon_ctx *ctx, struct pprof_buf *
 
 int metrics_write(struct daemon_ctx *ctx, struct pprof_buf *out)
 {
-    int e = emit_metric(out, "bpf_up", "gauge", "1 if the BPF programs are loaded.",
-                        ctx->bpf != NULL);
+    int e =
+        emit_metric(out, "bpf_up", "gauge", "1 if the BPF programs are loaded.", ctx->bpf != NULL);
     if (e == 0 && ctx->bpf)
         e = write_bpf_metrics(ctx, out);
     if (e == 0 && ctx->targets)

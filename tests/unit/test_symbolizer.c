@@ -416,8 +416,9 @@ static void the_cache_says_why_it_cannot_reach_a_file(void)
     fflush(NULL);
     pid_t child = fork();
     if (child == 0) {
-        int err = setgid(NOBODY) != 0 || setuid(NOBODY) != 0 ? -EPERM
-                                                             : symbol_cache_get(&c, getpid(), &m, &e);
+        int err = -EPERM;
+        if (setgid(NOBODY) == 0 && setuid(NOBODY) == 0)
+            err = symbol_cache_get(&c, getpid(), &m, &e);
         _exit(-err & 0xff); /* the errno, 0 if it was found */
     }
     int status = 0;
