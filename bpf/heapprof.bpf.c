@@ -6,8 +6,10 @@
  * the sampled pointers still alive.
  *
  * Per call, on the unsampled path, an allocation entry reads its return
- * address and tests a per-CPU countdown; a free does one hash lookup. All
- * else (stack walk, map updates) happens only for sampled calls.
+ * address and tests a per-CPU countdown; a free does one hash lookup; every
+ * probe run adds one to its target's per-CPU hit counter (the cost
+ * estimate). All else (stack walk, map updates) happens only for sampled
+ * calls.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_core_read.h>
@@ -258,6 +260,7 @@ static __always_inline int on_entry(struct pt_regs *ctx)
 {
     __u64 cookie = bpf_get_attach_cookie(ctx);
     __u32 kind = HP_COOKIE_KIND(cookie);
+    count_hit(cookie);
     __u64 a = PT_REGS_PARM1(ctx), b = PT_REGS_PARM2(ctx), c = PT_REGS_PARM3(ctx);
     __u64 size = a, old_ptr = 0, out_ptr = 0;
 
@@ -300,6 +303,7 @@ static __always_inline int on_entry(struct pt_regs *ctx)
 /* The return of an allocating function: finishes what its entry left. */
 static __always_inline void on_return(struct pt_regs *ctx)
 {
+    count_hit(bpf_get_attach_cookie(ctx));
     /* The return has popped the return address: sp is 8 above the entry's. */
     struct hp_pending_key pk = {.pid_tgid = bpf_get_current_pid_tgid(),
                                 .sp = PT_REGS_SP(ctx) - 8};

@@ -153,6 +153,13 @@ struct hp_persisted_target {
     __u64 start_time;
 };
 
+/* The image slot of links that profile no process: the start-up
+ * calibration of a probe hit's cost (daemon/attach/probe_cost.c), and the
+ * links made for a moment to take inherited probes out of a child that
+ * cannot be profiled (targets_scrub_inherited()). One past the targets'
+ * slots; its image is empty. */
+#define HP_SPARE_SLOT HP_MAX_TARGETS
+
 /* Attach cookie: image slot in the upper bits, probe kind in the low byte. */
 #define HP_COOKIE(image, kind) (((__u64)(image) << 8) | (__u64)(kind))
 #define HP_COOKIE_IMAGE(c) ((__u32)((c) >> 8))

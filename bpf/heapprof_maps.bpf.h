@@ -109,6 +109,26 @@ struct {
     __type(value, struct hp_unwind_proc);
 } unwind_procs SEC(".maps");
 
+/* Per target slot (the attach cookie's image slot): probe programs run,
+ * entries and returns, each a trap into the kernel: what the cost estimate
+ * multiplies by the calibrated cost of one. Per CPU, so a plain add; the
+ * daemon zeroes a slot before it gives the slot to a process. */
+struct {
+    __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+    __uint(max_entries, HP_MAX_TARGETS + 1);
+    __type(key, __u32);
+    __type(value, __u64);
+} target_hits SEC(".maps");
+
+/* Counts one probe hit for the target whose slot `cookie` carries. */
+static __always_inline void count_hit(__u64 cookie)
+{
+    __u32 slot = HP_COOKIE_IMAGE(cookie);
+    __u64 *h = bpf_map_lookup_elem(&target_hits, &slot);
+    if (h)
+        *h += 1;
+}
+
 static __always_inline void count_stat(__u32 stat)
 {
     __u64 *v = bpf_map_lookup_elem(&stats, &stat);

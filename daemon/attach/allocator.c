@@ -183,6 +183,7 @@ int allocator_resolve(pid_t pid, const struct proc_maps *maps, struct allocator_
     for (size_t i = 0; i < lo.n; i++)
         cands[i].lo = &lo.v[i];
     e = plan_entry_points(pid, maps, cands, lo.n, plan, &fail);
+    plan->settled = lo.settled || (lo.n > 0 && cands[0].is_static_exe);
     if (e) {
         snprintf(err, errlen, "process %d: resolve allocator functions: %s", (int)pid,
                  strerror(-e));

@@ -37,6 +37,8 @@ struct allocator_func {
 struct allocator_plan {
     struct allocator_func funcs[HP_MAX_FUNCS];
     size_t n;
+    int settled; /* the objects are all loaded: a static executable, or the dynamic linker's
+                  * list is complete (not so in the first milliseconds after an exec) */
 };
 
 /*

@@ -5,6 +5,7 @@
 #include "target_rules.h"
 
 #include <dirent.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -98,6 +99,29 @@ size_t target_rules_scan(const struct target_rule_set *o, void (*found)(pid_t pi
     }
     closedir(d);
     return n;
+}
+
+/* Copies `n` strings into `dst`; -ENOMEM if one could not be. */
+static int copy_strings(char **dst, char *const *src, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!(dst[i] = strdup(src[i])))
+            return -ENOMEM;
+    return 0;
+}
+
+int target_rules_copy(struct target_rule_set *dst, const struct target_rule_set *src)
+{
+    *dst = (struct target_rule_set){.ncomms = src->ncomms, .nexes = src->nexes,
+                                    .ncgroups = src->ncgroups};
+    int e = copy_strings(dst->comms, src->comms, src->ncomms);
+    if (e == 0)
+        e = copy_strings(dst->exes, src->exes, src->nexes);
+    if (e == 0)
+        e = copy_strings(dst->cgroups, src->cgroups, src->ncgroups);
+    if (e)
+        target_rules_free(dst); /* free(NULL) for the ones not copied */
+    return e;
 }
 
 void target_rules_free(struct target_rule_set *r)

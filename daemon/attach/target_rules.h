@@ -25,6 +25,10 @@ struct target_rule_set {
     size_t ncgroups;
 };
 
+/* Makes `dst` a copy of `src` with its own strings; -ENOMEM (and `dst`
+ * empty) if they could not all be copied. */
+int target_rules_copy(struct target_rule_set *dst, const struct target_rule_set *src);
+
 /* Frees the strings of `r` and empties it. */
 void target_rules_free(struct target_rule_set *r);
 

@@ -1,14 +1,16 @@
 /*
- * targets.c - the table of profiled processes: attaches the allocator
- * probes to processes and detaches them when the processes are gone (see
- * targets.h). The links themselves are made in probe_links.c.
+ * targets.c - the table of profiled processes, its attaching side: a
+ * process is attached for a reason and held by it (see targets.h); the
+ * links themselves are made in probe_links.c, and targets are let go in
+ * targets_detach.c.
  *
  * Each process gets one slot: the slot indexes the BPF `images` map, which
  * holds the code ranges of the probed functions so that the BPF side can
- * tell the allocator calling itself from a real call. A slot is reserved
- * (`attaching`) while its attach runs outside the lock, and kept
- * (`detaching`) while its probes are removed outside the lock, so neither
- * the slot nor the pid's BPF state is reused before the old one is gone.
+ * tell the allocator calling itself from a real call, and the per-target
+ * probe hit counter. A slot is reserved (`attaching`) while its attach runs
+ * outside the lock, and kept (`detaching`) while its probes are removed
+ * outside the lock, so neither the slot nor the pid's BPF state is reused
+ * before the old one is gone.
  */
 #include "targets.h"
 
@@ -21,73 +23,20 @@
 #include "allocator.h"
 #include "clock.h"
 #include "probe_links.h"
+#include "process_events.h"
 #include "proc_info.h"
 #include "proc_maps.h"
-
-/* One profiled process. */
-struct target {
-    pid_t pid;
-    uint64_t start_time;
-    uint64_t attached_ns; /* CLOCK_MONOTONIC when this daemon attached or adopted it */
-    char comm[17];
-    char allocator[256];
-    struct probe_links probes;
-    int attaching; /* its attach runs outside the lock: not profiled yet */
-    int detaching; /* its slot stays taken until the probes are gone */
-    size_t nfuncs;   /* functions probed */
-    size_t emulated; /* of which on an instruction the kernel emulates */
-    /* What tells an exec: the executable's file, and the file mapped where
-     * malloc was (another program, or the same one placed elsewhere). */
-    dev_t exe_dev;
-    ino_t exe_ino;
-    uint64_t malloc_addr;
-    uint64_t malloc_inode;
-    struct proc_maps last_maps; /* as of the last scan: what its exit snapshot names frames by */
-    int exited;                 /* set when the reaper found it gone */
-};
+#include "target_slot.h"
 
 void targets_init(struct targets *t, struct bpf_state *bpf, struct unwind_manager *unwind,
                   size_t max_targets)
 {
     memset(t, 0, sizeof(*t));
     pthread_mutex_init(&t->lock, NULL);
-    pthread_cond_init(&t->attached, NULL);
+    pthread_cond_init(&t->changed, NULL);
     t->bpf = bpf;
     t->unwind = unwind;
     t->max_targets = max_targets ? max_targets : HP_MAX_TARGETS;
-}
-
-/* Whether the process in `tg` is no longer the program we attached to:
- * another executable, or malloc's code no longer where it was (exec).
- * Keeps the maps it reads as the target's last ones. */
-static int has_exec_d(struct target *tg)
-{
-    dev_t dev = 0;
-    ino_t ino = 0;
-    if (proc_exe_identity(tg->pid, &dev, &ino) == 0 && tg->exe_ino &&
-        (dev != tg->exe_dev || ino != tg->exe_ino))
-        return 1;
-    struct proc_maps maps;
-    if (proc_maps_read(tg->pid, &maps) != 0)
-        return 0; /* gone: the reaper's start time check deals with it */
-    if (maps.n == 0) {
-        proc_maps_free(&maps);
-        return 0; /* exiting: its memory is gone, the last maps stay */
-    }
-    const struct proc_mapping *m = proc_maps_find(&maps, tg->malloc_addr);
-    int moved = !m || m->inode != tg->malloc_inode;
-    proc_maps_free(&tg->last_maps);
-    tg->last_maps = maps;
-    return moved;
-}
-
-/* Forgets the BPF state of process `pid`, saying so if some could not be found. */
-static void forget_process(struct targets *t, pid_t pid)
-{
-    int e = bpf_state_forget_process(t->bpf, (uint32_t)pid);
-    if (e)
-        fprintf(stderr, "heapprofd: pid %d: deleting its BPF entries: %s (some stay in the maps)\n",
-                (int)pid, strerror(-e));
 }
 
 /* Appends "pid N: why" to the list in `err`. */
@@ -109,6 +58,9 @@ int targets_adopt(struct targets *t, char *err, size_t errlen)
     size_t n = bpf_state_persisted_targets(t->bpf, old, HP_MAX_TARGETS);
     for (uint32_t i = 0; i < HP_MAX_TARGETS; i++)
         bpf_state_persist_target(t->bpf, i, 0, 0, 0);
+    pthread_mutex_lock(&t->lock);
+    uint64_t idle = t->idle_ns;
+    pthread_mutex_unlock(&t->lock);
     int adopted = 0;
     for (size_t i = 0; i < n; i++) {
         pid_t pid = (pid_t)old[i].pid;
@@ -116,75 +68,23 @@ int targets_adopt(struct targets *t, char *err, size_t errlen)
         /* Same start time but another executable: it exec'd while no daemon
          * ran, and its counts name the old program's code. */
         if (!proc_is_same_process(pid, old[i].start_time, old[i].exe_ino)) {
-            forget_process(t, pid); /* gone, or not ours any more */
+            int e = bpf_state_forget_process(t->bpf, (uint32_t)pid); /* gone, or not ours */
+            if (e)
+                note_failure(err, errlen, pid, "its BPF entries stay in the maps");
             continue;
         }
-        if (targets_ensure(t, pid, why, sizeof(why)) != 0) {
+        /* Why the last daemon held it is not remembered: as by a request now. */
+        struct hold_request how = {.kind = HOLD_REQUEST,
+                                   .until_ns = idle ? monotonic_ns() + idle : HOLD_FOREVER};
+        if (targets_hold(t, pid, &how, why, sizeof(why)) != 0) {
             note_failure(err, errlen, pid, why);
-            forget_process(t, pid);
+            bpf_state_forget_process(t->bpf, (uint32_t)pid);
             continue;
         }
         adopted++;
     }
     free(old);
     return adopted;
-}
-
-/* Destroys the probes of a target and forgets its BPF state, but keeps `tg`
- * itself. Slow (each probe's removal waits for RCU), so callers do it
- * outside the lock where they can. Returns how long the probes took. */
-static uint64_t release_probes(struct targets *t, struct target *tg, int keep_state)
-{
-    uint64_t t0 = monotonic_ns();
-    probe_links_release(&tg->probes);
-    uint64_t took = monotonic_ns() - t0; /* the probes; forgetting the counts is not detaching */
-    if (!keep_state)
-        forget_process(t, tg->pid);
-    if (t->unwind)
-        unwind_manager_forget(t->unwind, tg->pid);
-    return took;
-}
-
-/* Frees a target whose probes are gone. */
-static void free_target(struct target *tg)
-{
-    proc_maps_free(&tg->last_maps);
-    free(tg);
-}
-
-/* release_probes(), then frees `tg`: for targets no slot points to any more. */
-static uint64_t release(struct targets *t, struct target *tg, int keep_state)
-{
-    uint64_t took = release_probes(t, tg, keep_state);
-    free_target(tg);
-    return took;
-}
-
-/* Detaches the target in `slot` with the lock held (pid reuse). */
-static void detach(struct targets *t, size_t slot)
-{
-    t->last_detach_ns = release(t, t->slot[slot], 0);
-    t->slot[slot] = NULL;
-    t->detached_total++;
-    bpf_state_persist_target(t->bpf, (uint32_t)slot, 0, 0, 0);
-}
-
-void targets_destroy(struct targets *t, int keep_state)
-{
-    pthread_mutex_lock(&t->lock);
-    for (size_t i = 0; i < HP_MAX_TARGETS; i++) {
-        if (!t->slot[i])
-            continue;
-        if (keep_state) {
-            release(t, t->slot[i], 1);
-            t->slot[i] = NULL;
-        } else {
-            detach(t, i);
-        }
-    }
-    pthread_mutex_unlock(&t->lock);
-    pthread_cond_destroy(&t->attached);
-    pthread_mutex_destroy(&t->lock);
 }
 
 /* Takes what the target keeps from the plan: the code ranges of the probed
@@ -207,9 +107,7 @@ static void take_plan(struct target *tg, const struct allocator_plan *plan, stru
     }
 }
 
-/* Gives process `pid` its unwind tables, saying why when it cannot (its
- * stacks are then walked by frame pointers where there are no tables). */
-static void update_unwind_tables(struct targets *t, pid_t pid)
+void target_update_unwind_tables(struct targets *t, pid_t pid)
 {
     char why[256];
     int e = t->unwind ? unwind_manager_update(t->unwind, pid, why, sizeof(why)) : 0;
@@ -217,13 +115,33 @@ static void update_unwind_tables(struct targets *t, pid_t pid)
         fprintf(stderr, "heapprofd: pid %d: unwind tables: %s\n", (int)pid, why);
 }
 
+/* The allocator of process tg->pid, into `plan`: -EAGAIN for a process
+ * that has just exec'd while its dynamic linker is still loading (calls
+ * may bind elsewhere once it is done). */
+static int resolve(const struct target *tg, const struct hold_request *how,
+                   struct allocator_plan *plan, char *err, size_t errlen)
+{
+    int e = allocator_resolve(tg->pid, &tg->last_maps, plan, err, errlen);
+    if (!how->just_exec_d || (e == 0 && plan->settled))
+        return e;
+    if (e == 0)
+        allocator_plan_free(plan);
+    if (e == 0 || e == -ENOENT) {
+        snprintf(err, errlen, "process %d: its dynamic linker is still loading", (int)tg->pid);
+        return -EAGAIN;
+    }
+    return e;
+}
+
 /* Resolves the allocator and attaches every probe to process tg->pid in
  * `slot`. Called without the lock: the slot is reserved for it. */
-static int attach(struct targets *t, size_t slot, struct target *tg, char *err, size_t errlen)
+static int attach(struct targets *t, size_t slot, struct target *tg, const struct hold_request *how,
+                  char *err, size_t errlen)
 {
     struct allocator_plan plan;
     struct hp_image img;
     pid_t pid = tg->pid;
+    tg->attached_ns = monotonic_ns(); /* before the maps: an exec after this is news */
     int e = proc_maps_read(pid, &tg->last_maps);
     if (e) {
         snprintf(err, errlen, "read /proc/%d/maps: %s", (int)pid, strerror(-e));
@@ -231,31 +149,37 @@ static int attach(struct targets *t, size_t slot, struct target *tg, char *err, 
     }
     /* Its last maps until the next scan: a process that exits within a
      * second still gets its last profile. */
-    e = allocator_resolve(pid, &tg->last_maps, &plan, err, errlen);
+    e = resolve(tg, how, &plan, err, errlen);
     if (e)
         return e;
-    tg->attached_ns = monotonic_ns();
     if (proc_exe_identity(pid, &tg->exe_dev, &tg->exe_ino) != 0)
         tg->exe_ino = 0;
     if (proc_comm(pid, tg->comm, sizeof(tg->comm)) != 0)
         tg->comm[0] = '\0';
     take_plan(tg, &plan, &img);
-    /* Tables and ranges must be in place before the first probe fires. */
-    update_unwind_tables(t, pid);
+    /* Tables, ranges and a zeroed hit counter before the first probe fires. */
+    target_update_unwind_tables(t, pid);
+
     e = bpf_state_set_image(t->bpf, (uint32_t)slot, &img);
+    if (e == 0)
+        e = bpf_state_zero_hits(t->bpf, (uint32_t)slot);
     if (e)
         snprintf(err, errlen, "set the code ranges of pid %d: %s", (int)pid, strerror(-e));
     else
         e = probe_links_attach(t->bpf, pid, slot, &plan, &tg->probes, err, errlen);
     allocator_plan_free(&plan);
+    if (e == 0 && proc_cpu_time_ns(pid, &tg->cpu_ns_at_attach) == 0)
+        tg->cpu_ns_last = tg->cpu_ns_at_attach;
+    if (e == 0 && t->events)
+        process_events_watch(t->events, pid); /* its forks and exit */
     return e;
 }
 
 /*
  * Under the lock: whether `pid` (started at `start_time`) is profiled
- * already (1), or else a slot to attach it in (0 and *slot), or -errno.
- * Waits while another request attaches the same pid; detaches a target
- * whose pid now names another process.
+ * already (1 and *slot), or else a slot to attach it in (0 and *slot), or
+ * -errno. Waits while the pid is being attached or detached; detaches a
+ * target whose pid now names another process.
  */
 static int find_slot(struct targets *t, pid_t pid, uint64_t start_time, size_t *slot, char *err,
                      size_t errlen)
@@ -267,18 +191,16 @@ restart:
     active = 0;
     for (size_t i = 0; i < HP_MAX_TARGETS; i++) {
         struct target *tg = t->slot[i];
-        if (tg && tg->pid == pid && tg->attaching) {
-            pthread_cond_wait(&t->attached, &t->lock);
+        if (tg && tg->pid == pid && (tg->attaching || tg->detaching)) {
+            pthread_cond_wait(&t->changed, &t->lock);
             goto restart; /* the table may have changed meanwhile */
         }
-        if (tg && tg->pid == pid && tg->detaching) {
-            snprintf(err, errlen, "process %d is being detached; try again", (int)pid);
-            return -EAGAIN;
-        }
-        if (tg && tg->pid == pid && tg->start_time == start_time)
+        if (tg && tg->pid == pid && tg->start_time == start_time) {
+            *slot = i;
             return 1;
+        }
         if (tg && tg->pid == pid)
-            detach(t, i); /* the pid was reused by a new process */
+            targets_detach_reused(t, i); /* the pid was reused by a new process */
         if (!t->slot[i] && free_slot < 0)
             free_slot = (ssize_t)i;
         active += t->slot[i] != NULL;
@@ -292,11 +214,30 @@ restart:
     return 0;
 }
 
-int targets_ensure(struct targets *t, pid_t pid, char *err, size_t errlen)
+/* Under the lock: ends the attach of `tg` in `slot`, which took since `t0`. */
+static void finish_attach(struct targets *t, size_t slot, struct target *tg, int e, uint64_t t0)
+{
+    if (e) {
+        t->slot[slot] = NULL;
+        if (e != -EAGAIN)
+            t->attach_errors++;
+    } else {
+        tg->attaching = 0;
+        t->attached_total++;
+        t->last_attach_ns = monotonic_ns() - t0;
+        bpf_state_persist_target(t->bpf, (uint32_t)slot, (uint32_t)tg->pid, tg->start_time,
+                                 (uint32_t)tg->exe_ino);
+    }
+    pthread_cond_broadcast(&t->changed);
+}
+
+int targets_hold_set(struct targets *t, pid_t pid, const struct holders *holders,
+                     const struct hold_request *how, char *err, size_t errlen)
 {
     uint64_t start_time;
     size_t slot;
     if (proc_start_time(pid, &start_time) != 0) {
+        targets_exited(t, pid); /* a target that has just exited: keep its last profile */
         snprintf(err, errlen, "process %d does not exist", (int)pid);
         return -ESRCH;
     }
@@ -308,6 +249,8 @@ int targets_ensure(struct targets *t, pid_t pid, char *err, size_t errlen)
     int e = find_slot(t, pid, start_time, &slot, err, errlen);
     if (e == 0)
         t->slot[slot] = tg; /* reserved: no one else takes it meanwhile */
+    if (e >= 0)
+        holders_merge(&t->slot[slot]->holders, holders);
     pthread_mutex_unlock(&t->lock);
     if (e) {
         free(tg);
@@ -315,26 +258,18 @@ int targets_ensure(struct targets *t, pid_t pid, char *err, size_t errlen)
     }
 
     uint64_t t0 = monotonic_ns();
-    e = attach(t, slot, tg, err, errlen);
+    e = attach(t, slot, tg, how, err, errlen);
+    if (e == 0 && how->event_ns && t0 > how->event_ns)
+        tg->attach_delay_ns = monotonic_ns() - how->event_ns;
     /* A failed attach is undone while the slot is still reserved, so that
      * no new attach of the pid starts before its state is gone. */
     if (e)
-        release_probes(t, tg, 0);
+        target_release_probes(t, tg, 0);
     pthread_mutex_lock(&t->lock);
-    if (e) {
-        t->slot[slot] = NULL;
-        t->attach_errors++;
-    } else {
-        tg->attaching = 0;
-        t->attached_total++;
-        t->last_attach_ns = monotonic_ns() - t0;
-        bpf_state_persist_target(t->bpf, (uint32_t)slot, (uint32_t)pid, start_time,
-                                 (uint32_t)tg->exe_ino);
-    }
-    pthread_cond_broadcast(&t->attached);
+    finish_attach(t, slot, tg, e, t0);
     pthread_mutex_unlock(&t->lock);
     if (e) {
-        free_target(tg);
+        target_free(tg);
         if (e == -ENOENT && proc_start_time(pid, &start_time) != 0) {
             snprintf(err, errlen, "process %d does not exist", (int)pid);
             e = -ESRCH; /* it exited while we attached */
@@ -343,104 +278,140 @@ int targets_ensure(struct targets *t, pid_t pid, char *err, size_t errlen)
     return e;
 }
 
-/* Under the lock: marks the targets that exited or exec'd as detaching,
- * into gone[] (their slots) and exec_d[] (their pids); returns how many. */
-static size_t mark_gone(struct targets *t, size_t *gone, pid_t *exec_d, size_t *nexec)
+int targets_hold(struct targets *t, pid_t pid, const struct hold_request *why, char *err,
+                 size_t errlen)
 {
-    size_t n = 0;
-    *nexec = 0;
-    for (size_t i = 0; i < HP_MAX_TARGETS; i++) {
-        struct target *tg = t->slot[i];
-        uint64_t start_time;
-        if (!tg || tg->detaching || tg->attaching)
-            continue;
-        int exited = proc_start_time(tg->pid, &start_time) != 0 || start_time != tg->start_time;
-        int exec = !exited && has_exec_d(tg);
-        if (exec)
-            exec_d[(*nexec)++] = tg->pid;
-        tg->exited = exited;
-        if (exited || exec) {
-            tg->detaching = 1;
-            gone[n++] = i;
-        }
-    }
-    return n;
+    struct holders h = {{0}, {0}};
+    holders_add(&h, why->kind, why->until_ns);
+    return targets_hold_set(t, pid, &h, why, err, errlen);
 }
 
-void targets_reap(struct targets *t)
+/* Under the lock: the live target of `pid`, or NULL. */
+static struct target *find_live(struct targets *t, pid_t pid, size_t *slot)
 {
-    size_t gone[HP_MAX_TARGETS], nexec;
-    pid_t exec_d[HP_MAX_TARGETS];
-    pthread_mutex_lock(&t->lock);
-    size_t n = mark_gone(t, gone, exec_d, &nexec);
-    pthread_mutex_unlock(&t->lock);
-
-    /* Requests go on meanwhile; the slots stay taken so no new target
-     * reuses them (or the pid's BPF state) before the old one is gone. The
-     * targets are freed only once their slots are cleared: until then
-     * requests read them under the lock to see that they are detaching
-     * (ASan found targets_list() reading a freed one). */
-    uint64_t took = 0;
-    struct target *dead[HP_MAX_TARGETS];
-    for (size_t k = 0; k < n; k++) {
-        dead[k] = t->slot[gone[k]];
-        /* Its counts are still in the maps: keep its last profile first. */
-        if (dead[k]->exited && t->on_exit && dead[k]->last_maps.n)
-            t->on_exit(t->on_exit_arg, dead[k]->pid, dead[k]->comm, &dead[k]->last_maps);
-        took = release_probes(t, dead[k], 0);
-    }
-
-    pthread_mutex_lock(&t->lock);
-    for (size_t k = 0; k < n; k++) {
-        free_target(dead[k]);
-        t->slot[gone[k]] = NULL;
-        t->detached_total++;
-        t->last_detach_ns = took;
-        bpf_state_persist_target(t->bpf, (uint32_t)gone[k], 0, 0, 0);
-    }
-    pid_t live[HP_MAX_TARGETS];
-    size_t nlive = 0;
-    for (size_t i = 0; i < HP_MAX_TARGETS; i++)
-        if (t->slot[i] && !t->slot[i]->detaching && !t->slot[i]->attaching)
-            live[nlive++] = t->slot[i]->pid;
-    pthread_mutex_unlock(&t->lock);
-
-    /* Libraries loaded with dlopen, or a new program after exec, get their
-     * tables here; unchanged processes cost one read of their maps. */
-    for (size_t k = 0; k < nlive; k++)
-        update_unwind_tables(t, live[k]);
-
-    /* A process that exec'd is a new program: attach to it afresh. */
-    for (size_t k = 0; k < nexec; k++) {
-        char err[512];
-        if (targets_ensure(t, exec_d[k], err, sizeof(err)) != 0) {
-            fprintf(stderr, "heapprofd: pid %d after exec: %s\n", (int)exec_d[k], err);
-            continue;
+    for (size_t i = 0; i < HP_MAX_TARGETS; i++) {
+        struct target *tg = t->slot[i];
+        if (tg && tg->pid == pid && !tg->attaching && !tg->detaching) {
+            *slot = i;
+            return tg;
         }
-        pthread_mutex_lock(&t->lock);
-        t->reattached_total++;
-        pthread_mutex_unlock(&t->lock);
     }
+    return NULL;
+}
+
+bool targets_holders_of(struct targets *t, pid_t pid, struct holders *out)
+{
+    size_t slot;
+    pthread_mutex_lock(&t->lock);
+    struct target *tg = find_live(t, pid, &slot);
+    if (tg)
+        *out = tg->holders;
+    pthread_mutex_unlock(&t->lock);
+    return tg != NULL;
+}
+
+void targets_note_unprofiled_fork(struct targets *t, pid_t parent)
+{
+    size_t slot;
+    pthread_mutex_lock(&t->lock);
+    struct target *tg = find_live(t, parent, &slot);
+    if (tg)
+        tg->forks_unprofiled++;
+    pthread_mutex_unlock(&t->lock);
+}
+
+int targets_scrub_inherited(struct targets *t, pid_t pid, char *err, size_t errlen)
+{
+    struct proc_maps maps;
+    struct allocator_plan plan;
+    struct probe_links links = {0};
+    int e = proc_maps_read(pid, &maps);
+    if (e) {
+        snprintf(err, errlen, "read /proc/%d/maps: %s", (int)pid, strerror(-e));
+        return e;
+    }
+    e = allocator_resolve(pid, &maps, &plan, err, errlen);
+    if (e == 0) {
+        e = probe_links_attach(t->bpf, pid, HP_SPARE_SLOT, &plan, &links, err, errlen);
+        probe_links_release(&links);
+        allocator_plan_free(&plan);
+        bpf_state_forget_process(t->bpf, (uint32_t)pid); /* what the moment counted */
+    }
+    proc_maps_free(&maps);
+    return e;
+}
+
+void target_info_copy(const struct target *tg, struct target_info *out)
+{
+    out->pid = tg->pid;
+    memcpy(out->comm, tg->comm, sizeof(out->comm));
+    memcpy(out->allocator, tg->allocator, sizeof(out->allocator));
+    out->nfuncs = tg->nfuncs;
+    out->emulated = tg->emulated;
+    out->attached_ns = tg->attached_ns;
+    out->holders = tg->holders;
+    out->attach_delay_ns = tg->attach_delay_ns;
+    out->cpu_ns_at_attach = tg->cpu_ns_at_attach;
+    out->cpu_ns = tg->cpu_ns_last - tg->cpu_ns_at_attach;
+    out->forks_unprofiled = tg->forks_unprofiled;
+    out->probe_hits = 0;
+}
+
+void target_info_count(struct targets *t, size_t slot, struct target_info *out)
+{
+    uint64_t cpu;
+    if (bpf_state_read_hits(t->bpf, (uint32_t)slot, &out->probe_hits) != 0)
+        out->probe_hits = 0;
+    if (proc_cpu_time_ns(out->pid, &cpu) == 0 && cpu >= out->cpu_ns_at_attach)
+        out->cpu_ns = cpu - out->cpu_ns_at_attach;
+}
+
+bool targets_info(struct targets *t, pid_t pid, struct target_info *out)
+{
+    size_t slot;
+    pthread_mutex_lock(&t->lock);
+    struct target *tg = find_live(t, pid, &slot);
+    if (tg) {
+        target_info_copy(tg, out);
+        out->ns_per_hit = t->ns_per_hit;
+    }
+    pthread_mutex_unlock(&t->lock);
+    if (tg)
+        target_info_count(t, slot, out);
+    return tg != NULL;
+}
+
+uint64_t targets_idle_ns(struct targets *t)
+{
+    pthread_mutex_lock(&t->lock);
+    uint64_t idle = t->idle_ns;
+    pthread_mutex_unlock(&t->lock);
+    return idle;
 }
 
 size_t targets_list(struct targets *t, struct target_info *out, size_t cap)
 {
     size_t n = 0;
+    uint32_t *slots = cap ? calloc(cap, sizeof(*slots)) : NULL;
+    if (cap && !slots)
+        return 0;
     pthread_mutex_lock(&t->lock);
     for (size_t i = 0; i < HP_MAX_TARGETS; i++) {
         struct target *tg = t->slot[i];
         if (!tg || tg->detaching || tg->attaching)
             continue;
         if (n < cap) {
-            out[n].pid = tg->pid;
-            memcpy(out[n].comm, tg->comm, sizeof(out[n].comm));
-            memcpy(out[n].allocator, tg->allocator, sizeof(out[n].allocator));
-            out[n].nfuncs = tg->nfuncs;
-            out[n].emulated = tg->emulated;
-            out[n].attached_ns = tg->attached_ns;
+            target_info_copy(tg, &out[n]);
+            out[n].ns_per_hit = t->ns_per_hit;
+            slots[n] = (uint32_t)i;
         }
         n++;
     }
     pthread_mutex_unlock(&t->lock);
+    /* The counters need system calls: read without the lock. A slot that
+     * changed hands meanwhile reads its new target's, zeroed at attach. */
+    for (size_t i = 0; slots && i < n && i < cap; i++)
+        target_info_count(t, slots[i], &out[i]);
+    free(slots);
     return n;
 }

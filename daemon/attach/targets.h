@@ -1,29 +1,34 @@
 /*
  * targets.h - the processes being profiled: attaching the allocator probes
- * to a process (synchronously, so that every later allocation is seen),
- * detaching from processes that exited, and telling a reused pid from the
- * process we attached to.
+ * to a process (synchronously, so that every later allocation is seen)
+ * for a reason (holders.h), detaching it when no reason is left or it
+ * exited, and telling a reused pid from the process we attached to.
  *
  * All functions take the table's lock; they may be called from any thread.
  * The slow part of an attach (reading the process's ELF files, building
- * its unwind tables, making the links) runs outside it, with the slot
- * reserved, so that requests for the index and /metrics and other
- * attaches go on meanwhile.
+ * its unwind tables, making the links) and of a detach (removing the
+ * links, keeping a last profile) runs outside it, with the slot reserved,
+ * so that requests for the index and /metrics and other attaches go on
+ * meanwhile. The attaching and the detaching side are in targets.c and
+ * targets_detach.c; target_slot.h is what they share.
  */
 #ifndef HEAPPROF_TARGETS_H
 #define HEAPPROF_TARGETS_H
 
 #include <pthread.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 
 #include "bpf_state.h"
+#include "holders.h"
 #include "hp_limits.h"
 #include "proc_maps.h"
 #include "unwind_manager.h"
 
 struct target;
+struct process_events;
 
 /* A copy of what a caller may know about one target. */
 struct target_info {
@@ -33,29 +38,57 @@ struct target_info {
     size_t nfuncs;         /* allocator functions probed */
     size_t emulated;       /* of which probed on an instruction the kernel emulates */
     uint64_t attached_ns;  /* CLOCK_MONOTONIC when this daemon attached (or adopted) it */
+    struct holders holders; /* why it is profiled */
+    uint64_t attach_delay_ns; /* from its exec or fork to attached; 0: not attached on one */
+    uint64_t probe_hits;   /* probe runs in it since attach (each a trap) */
+    uint64_t ns_per_hit;   /* CPU ns one costs, for its sampler (0: not calibrated) */
+    uint64_t cpu_ns;       /* CPU time the process used since attach, its probes' included */
+    uint64_t cpu_ns_at_attach; /* its CPU time when attached (what cpu_ns counts from) */
+    uint64_t forks_unprofiled; /* children it forked that could not be profiled */
 };
 
-/* Called as a target's exit is noticed, before its BPF state goes: its
- * last memory map, as read at the previous scan, stands in for /proc. */
-typedef void (*targets_exit_fn)(void *arg, pid_t pid, const char *comm,
-                                const struct proc_maps *maps);
+/* Why a target's probes go. */
+enum target_end {
+    END_EXITED = 0, /* the process exited */
+    END_IDLE,       /* nothing holds it any more (--idle-detach, the end of a window) */
+    END_EXEC,       /* it exec'd: attached afresh to the new program */
+    END_REUSED,     /* its pid now names another process */
+};
+
+/* What is left of a target whose probes go, for keeping its last profile. */
+struct target_farewell {
+    pid_t pid;
+    uint64_t start_time;
+    const char *comm;
+    const struct proc_maps *maps; /* its last memory map: /proc may have none left */
+    enum target_end end;
+    uint64_t idle_ns;             /* END_IDLE after a request hold: --idle-detach */
+    const struct target_info *info; /* as it was (cost, holders) */
+};
+
+/* Called as a target exits or is let go, before its BPF state goes. */
+typedef void (*targets_farewell_fn)(void *arg, const struct target_farewell *f);
 
 /* The table of profiled processes; its slot index is the BPF image slot. */
 struct targets {
     pthread_mutex_t lock;
-    pthread_cond_t attached; /* broadcast when an attach finishes, for requests waiting on it */
+    pthread_cond_t changed; /* broadcast when an attach or a detach finishes */
     struct bpf_state *bpf;
     struct unwind_manager *unwind; /* NULL: frame pointers only */
+    struct process_events *events;    /* NULL: no exit and fork events (their watch list) */
     struct target *slot[HP_MAX_TARGETS]; /* under lock */
     uint64_t attach_errors;    /* under lock */
     uint64_t attached_total;   /* under lock */
     uint64_t detached_total;   /* under lock */
+    uint64_t idle_detached_total; /* under lock: let go with nothing holding them */
     uint64_t reattached_total; /* under lock: processes attached again after exec */
     uint64_t last_attach_ns;   /* under lock: how long the last attach took */
     uint64_t last_detach_ns;   /* under lock: how long removing the last target's probes took */
     size_t max_targets;        /* under lock: processes profiled at once */
-    targets_exit_fn on_exit;   /* NULL: nothing kept of exited processes */
-    void *on_exit_arg;
+    uint64_t idle_ns;          /* under lock: --idle-detach (0: a request holds for ever) */
+    uint64_t ns_per_hit;       /* under lock: calibrated cost of a probe hit (probe_cost.h) */
+    targets_farewell_fn on_farewell; /* NULL: nothing kept of targets that go */
+    void *on_farewell_arg;
 };
 
 /* `max_targets`: processes profiled at once (0: HP_MAX_TARGETS). */
@@ -68,24 +101,82 @@ void targets_destroy(struct targets *t, int keep_state);
 /*
  * Attaches again to the processes a previous daemon profiled (remembered in
  * the pinned maps) that still run, keeping their counts; forgets the rest.
- * Returns how many were adopted; each running process that could not be
- * adopted is named with its reason in `err` ("" if none), its counts gone.
+ * Each is held as if a request had just named it (a --pid or a rule adds
+ * its own hold). Returns how many were adopted; each running process that
+ * could not be adopted is named with its reason in `err` ("" if none).
  */
 int targets_adopt(struct targets *t, char *err, size_t errlen);
 
+/* Why to hold a process, for targets_hold(). */
+struct hold_request {
+    enum hold_kind kind;
+    uint64_t until_ns; /* HOLD_FOREVER: no end */
+    uint64_t event_ns; /* the exec or fork that asked (CLOCK_MONOTONIC; 0: none) */
+    bool just_exec_d;  /* it has just exec'd: -EAGAIN until its dynamic linker has loaded
+                        * every library, so the allocator found is the one it binds to */
+};
+
 /*
- * Makes sure process `pid` is profiled, attaching if it is not. Returns 0,
- * -ESRCH (no such process), -EACCES/-EPERM (not allowed), -ENOSPC (too many
- * targets), -ENOENT (no allocator found) or another -errno, with a one-line
- * reason in `err`. A request for a process another request is attaching
- * waits for that attach.
+ * Makes sure process `pid` is profiled, attaching if it is not, and adds
+ * the hold `why`. Returns 0, -ESRCH (no such process; a target that has
+ * just exited gets its last profile kept first), -EACCES/-EPERM (not
+ * allowed), -ENOSPC (too many targets), -ENOENT (no allocator found),
+ * -EAGAIN (just_exec_d, and not yet loaded) or another -errno, with a
+ * one-line reason in `err`. A request for a process being attached or
+ * detached waits for that to finish.
  */
-int targets_ensure(struct targets *t, pid_t pid, char *err, size_t errlen);
+int targets_hold(struct targets *t, pid_t pid, const struct hold_request *why, char *err,
+                 size_t errlen);
+
+/* targets_hold() with a whole set of holders (those a target kept
+ * across its exec, say); `how` says when, not why. */
+int targets_hold_set(struct targets *t, pid_t pid, const struct holders *holders,
+                     const struct hold_request *how, char *err, size_t errlen);
+
+/* Drops one hold of `kind` of `pid` (a window that closed); if nothing
+ * holds it any more it is detached now, no last profile kept. */
+void targets_release(struct targets *t, pid_t pid, enum hold_kind kind);
+
+/* The holders of target `pid` (false if it is not one). */
+bool targets_holders_of(struct targets *t, pid_t pid, struct holders *out);
+
+/*
+ * Takes the allocator probes a child inherited from its profiled parent
+ * out of process `pid`, which cannot be profiled itself (--max-targets):
+ * the kernel leaves the parent's breakpoints in a forked child's memory,
+ * where every call traps for nothing, until a link on those functions is
+ * removed; so one is made for the child and removed at once. Slow (two
+ * RCU waits). 0, or -errno with why in `err`.
+ */
+int targets_scrub_inherited(struct targets *t, pid_t pid, char *err, size_t errlen);
+
+/* Counts a child of `parent` that could not be profiled. */
+void targets_note_unprofiled_fork(struct targets *t, pid_t parent);
 
 /* Detaches from processes that exited or whose pid now names another
  * process, attaches afresh to processes that exec'd, and refreshes the
- * unwind tables of the rest (dlopen). */
+ * unwind tables of the rest (dlopen): the scan behind the events. */
 void targets_reap(struct targets *t);
+
+/* Detaches the targets nothing holds any more at `now_ns`, keeping each
+ * one's last profile (on_farewell, END_IDLE). Returns how many. */
+size_t targets_expire(struct targets *t, uint64_t now_ns);
+
+/* Process `pid` exited (its exit event, or a request that found it gone):
+ * keeps its last profile and detaches it, once; waits if that is under way. */
+void targets_exited(struct targets *t, pid_t pid);
+
+/* Process `pid` exec'd at `event_ns` (its exec event): if it is a target
+ * attached before that, its probes on the old program go and its holders
+ * are put in *kept, to attach it afresh once the new program is loaded
+ * (targets_hold_set(), just_exec_d). Returns whether it was one. */
+bool targets_exec_d(struct targets *t, pid_t pid, uint64_t event_ns, struct holders *kept);
+
+/* A copy of target `pid` (false if it is not one). */
+bool targets_info(struct targets *t, pid_t pid, struct target_info *out);
+
+/* --idle-detach: how long a request holds a process (0: for ever). */
+uint64_t targets_idle_ns(struct targets *t);
 
 /* Copies up to `cap` targets into `out`; returns how many there are. */
 size_t targets_list(struct targets *t, struct target_info *out, size_t cap);

@@ -22,4 +22,8 @@ int parse_decimal(const char **p, const char *end, uint64_t *out);
 /* Parses decimal digits only into [min, max]; -EINVAL otherwise. */
 int parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out);
 
+/* Parses a Go-style duration ("90s", "5m", "1h30m", "250ms"; a plain number
+ * is seconds) into nanoseconds; -EINVAL if malformed or over `max_ns`. */
+int parse_duration(const char *s, uint64_t max_ns, uint64_t *out);
+
 #endif

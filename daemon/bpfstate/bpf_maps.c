@@ -259,9 +259,8 @@ int bpf_state_read_stack(struct bpf_state *b, uint64_t id, struct hp_stack *st)
     return 0;
 }
 
-int bpf_state_read_stats(struct bpf_state *b, uint64_t out[HP_STAT_COUNT])
+int bpf_percpu_sum(int fd, uint32_t key, uint64_t *sum)
 {
-    int fd = bpf_map__fd(b->skel->maps.stats);
     int ncpu = libbpf_num_possible_cpus();
     if (ncpu <= 0)
         return ncpu < 0 ? ncpu : -EINVAL;
@@ -269,16 +268,41 @@ int bpf_state_read_stats(struct bpf_state *b, uint64_t out[HP_STAT_COUNT])
     if (!percpu)
         return -ENOMEM;
     int e = 0;
-    for (uint32_t i = 0; i < HP_STAT_COUNT && e == 0; i++) {
-        out[i] = 0;
-        if (bpf_map_lookup_elem(fd, &i, percpu) != 0) {
-            e = -errno; /* an array map has every index: this is not "empty" */
-            break;
-        }
-        for (int c = 0; c < ncpu; c++)
-            out[i] += percpu[c];
-    }
+    *sum = 0;
+    if (bpf_map_lookup_elem(fd, &key, percpu) != 0)
+        e = -errno; /* an array map has every index: this is not "empty" */
+    for (int c = 0; c < ncpu && e == 0; c++)
+        *sum += percpu[c];
     free(percpu);
+    return e;
+}
+
+int bpf_state_read_stats(struct bpf_state *b, uint64_t out[HP_STAT_COUNT])
+{
+    int fd = bpf_map__fd(b->skel->maps.stats);
+    int e = 0;
+    for (uint32_t i = 0; i < HP_STAT_COUNT && e == 0; i++)
+        e = bpf_percpu_sum(fd, i, &out[i]);
+    return e;
+}
+
+int bpf_state_read_hits(struct bpf_state *b, uint32_t slot, uint64_t *hits)
+{
+    return bpf_percpu_sum(bpf_map__fd(b->skel->maps.target_hits), slot, hits);
+}
+
+int bpf_state_zero_hits(struct bpf_state *b, uint32_t slot)
+{
+    int ncpu = libbpf_num_possible_cpus();
+    if (ncpu <= 0)
+        return ncpu < 0 ? ncpu : -EINVAL;
+    uint64_t *zero = calloc((size_t)ncpu, sizeof(uint64_t));
+    if (!zero)
+        return -ENOMEM;
+    int e = bpf_map_update_elem(bpf_map__fd(b->skel->maps.target_hits), &slot, zero, BPF_ANY)
+                ? -errno
+                : 0;
+    free(zero);
     return e;
 }
 

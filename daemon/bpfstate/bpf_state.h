@@ -127,6 +127,15 @@ int bpf_state_process_totals(struct bpf_state *b, const uint32_t *tgids, size_t 
 /* The frames of stack `id` into `st`; -ENOENT if it is not stored. */
 int bpf_state_read_stack(struct bpf_state *b, uint64_t id, struct hp_stack *st);
 
+/* The sum over CPUs of entry `key` of the per-CPU array map `fd` (a
+ * counter); -errno if it could not be read. */
+int bpf_percpu_sum(int fd, uint32_t key, uint64_t *sum);
+
+/* The probe hits counted for image slot `slot` (every CPU's), and zeroing
+ * them before the slot is given to a process. */
+int bpf_state_read_hits(struct bpf_state *b, uint32_t slot, uint64_t *hits);
+int bpf_state_zero_hits(struct bpf_state *b, uint32_t slot);
+
 /* The per-CPU statistics summed, indexed by enum hp_stat. */
 int bpf_state_read_stats(struct bpf_state *b, uint64_t out[HP_STAT_COUNT]);
 

@@ -2,8 +2,9 @@
  * main.c - heapprofd's entry point: reads the settings, loads the BPF
  * programs (serving 503 with the reason if they cannot load), adopts the
  * processes a previous daemon profiled, attaches the configured ones,
- * serves HTTP, and every second detaches from exited processes and picks up
- * new matching ones, until SIGINT or SIGTERM. SIGHUP rereads the config.
+ * starts the watch on process lifetimes (process_watch.h: exec-time
+ * attach, forks, exits, idle detach), and serves HTTP until SIGINT or
+ * SIGTERM. SIGHUP rereads the config.
  */
 #include <errno.h>
 #include <signal.h>
@@ -17,7 +18,9 @@
 #include "daemon_ctx.h"
 #include "http_server.h"
 #include "options.h"
-#include "proc_info.h"
+#include "probe_cost.h"
+#include "process_events.h"
+#include "process_watch.h"
 #include "sd_notify.h"
 #include "symbol_cache.h"
 #include "target_rules.h"
@@ -25,24 +28,7 @@
 #include "unwind_manager.h"
 #include "views.h"
 
-/* How often exited processes are detached and new matching ones attached. */
-#define SCAN_INTERVAL_SECONDS 1
-/* Processes whose attach failed, remembered so a rule does not retry them
- * every second (a kernel thread named like a target, a process without
- * malloc). */
-#define FAILED_MEMORY 256
-
-/* What the main loop keeps between scans. */
-struct scan_state {
-    struct targets *targets;
-    struct {
-        pid_t pid;
-        uint64_t start_time;
-    } failed[FAILED_MEMORY];
-    size_t next_failed;
-};
-
-/* Blocks the signals we wait for in every thread, so sigtimedwait() takes them here. */
+/* Blocks the signals we wait for in every thread, so sigwaitinfo() takes them here. */
 static void block_signals(sigset_t *set)
 {
     sigemptyset(set);
@@ -53,51 +39,24 @@ static void block_signals(sigset_t *set)
     signal(SIGPIPE, SIG_IGN);
 }
 
-/* Whether the attach of this very process failed before. */
-static int failed_before(struct scan_state *s, pid_t pid, uint64_t start_time)
-{
-    for (size_t i = 0; i < FAILED_MEMORY; i++)
-        if (s->failed[i].pid == pid && s->failed[i].start_time == start_time)
-            return 1;
-    return 0;
-}
-
-/* Attaches to a process a rule matched, once; failures are logged once. */
-static void attach_matching(pid_t pid, void *arg)
-{
-    struct scan_state *s = arg;
-    uint64_t start_time;
-    char err[512];
-    if (proc_start_time(pid, &start_time) != 0 || failed_before(s, pid, start_time))
-        return;
-    int e = targets_ensure(s->targets, pid, err, sizeof(err));
-    /* Over the cap (-ENOSPC): not remembered, so retried at each scan and
-     * attached once a slot frees. No allocator yet (-ENOENT): a process
-     * matched right after exec has no libc mapped until the dynamic linker
-     * runs, so it is retried too. */
-    if (e == 0 || e == -EAGAIN || e == -ENOSPC || e == -ENOENT || e == -ESRCH)
-        return;
-    fprintf(stderr, "heapprofd: pid %d matches a target rule but: %s\n", (int)pid, err);
-    s->failed[s->next_failed].pid = pid;
-    s->failed[s->next_failed].start_time = start_time;
-    s->next_failed = (s->next_failed + 1) % FAILED_MEMORY;
-}
-
 /* Attaches the --pid processes; a failure is logged, not fatal, as the
  * process may come and go while the daemon keeps serving. */
 static void attach_pids(const struct options *o, struct targets *t)
 {
+    struct hold_request how = {.kind = HOLD_PID, .until_ns = HOLD_FOREVER};
     for (size_t i = 0; i < o->npids; i++) {
         char err[512];
-        if (targets_ensure(t, o->pids[i], err, sizeof(err)) != 0)
+        if (targets_hold(t, o->pids[i], &how, err, sizeof(err)) != 0)
             fprintf(stderr, "heapprofd: --pid %d: %s\n", (int)o->pids[i], err);
     }
 }
 
-/* Rereads the config on SIGHUP: target rules, pids and the cap take effect
- * now; what the BPF maps or the listener were made with needs a restart. */
-static void reload(int argc, char **argv, struct options *opts, struct targets *t)
+/* Rereads the config on SIGHUP: target rules, pids, the cap and
+ * --idle-detach take effect now (for holds made from now on); what the BPF
+ * maps or the listener were made with needs a restart. */
+static void reload(int argc, char **argv, struct options *opts, struct daemon_ctx *ctx)
 {
+    struct targets *t = ctx->targets;
     struct options fresh;
     char err[512];
     sd_notify_send("RELOADING=1");
@@ -117,22 +76,69 @@ static void reload(int argc, char **argv, struct options *opts, struct targets *
     if (t) {
         pthread_mutex_lock(&t->lock);
         t->max_targets = opts->max_targets;
+        t->idle_ns = opts->idle_detach_ns;
         pthread_mutex_unlock(&t->lock);
         attach_pids(opts, t);
     }
+    if (ctx->watch && process_watch_set_rules(ctx->watch, &opts->rules) != 0)
+        fprintf(stderr, "heapprofd: reload: out of memory; keeping the old target rules\n");
     fprintf(stderr, "heapprofd: reloaded %s\n", opts->config_path[0] ? opts->config_path : "");
     sd_notify_send("READY=1");
 }
 
-/* The BPF side of the daemon: loads the programs, adopts the processes of
- * a previous daemon and attaches the --pid ones. Returns 0, or -1 if the
- * daemon must not start (its pin directory); with BPF unavailable it
- * returns 0 and leaves ctx->bpf NULL, so that requests get 503. */
+/* Measures what a probe hit costs here, for the cost estimates. */
+static void calibrate(struct targets *targets, struct bpf_state *bpf)
+{
+    struct probe_cost cost;
+    char err[512];
+    if (probe_cost_calibrate(bpf, &cost, err, sizeof(err)) != 0) {
+        fprintf(stderr, "heapprofd: no cost estimates: calibrating a probe hit: %s\n", err);
+        return;
+    }
+    targets->ns_per_hit = cost.ns_per_hit;
+    fprintf(stderr, "heapprofd: a probe hit costs ~%llu ns of CPU here (%d calls of %llu ns, "
+            "%.0f hit%s each, %s links)\n", (unsigned long long)cost.ns_per_hit, PROBE_COST_CALLS,
+            (unsigned long long)cost.bare_ns, cost.hits_per_call, cost.hits_per_call > 1.5 ? "s" : "",
+            bpf_state_layout_name(bpf->layout));
+}
+
+/* The targets and the watch on process lifetimes: the event source, the
+ * processes of a previous daemon, the --pid ones, the rules' matches. */
+static void start_targets(const struct options *opts, struct daemon_ctx *ctx,
+                          struct targets *targets)
+{
+    char err[512];
+    struct process_events *events = NULL;
+    targets_init(targets, ctx->bpf, ctx->unwind, opts->max_targets);
+    targets->idle_ns = opts->idle_detach_ns;
+    targets->on_farewell = views_keep_last_profile;
+    targets->on_farewell_arg = ctx;
+    calibrate(targets, ctx->bpf);
+    if (process_events_open(&events, err, sizeof(err)) != 0)
+        fprintf(stderr, "heapprofd: %s; new processes are found by a scan every second\n", err);
+    targets->events = events;
+    ctx->targets = targets;
+    int adopted = targets_adopt(targets, err, sizeof(err));
+    if (adopted > 0)
+        fprintf(stderr, "heapprofd: adopted %d processes from the pinned maps\n", adopted);
+    if (err[0])
+        fprintf(stderr, "heapprofd: could not adopt from the pinned maps (their counts are "
+                        "gone): %s\n", err);
+    attach_pids(opts, targets);
+    int e = process_watch_start(&ctx->watch, targets, &opts->rules, events);
+    if (e)
+        fprintf(stderr, "heapprofd: watch processes: %s; targets stay until the daemon stops\n",
+                strerror(-e));
+}
+
+/* The BPF side of the daemon: loads the programs and starts the targets.
+ * Returns 0, or -1 if the daemon must not start (its pin directory); with
+ * BPF unavailable it returns 0 and leaves ctx->bpf NULL, so that requests
+ * get 503. */
 static int start_profiling(const struct options *opts, struct daemon_ctx *ctx,
                            struct bpf_state *bpf, struct targets *targets,
                            struct unwind_manager *unwind)
 {
-    char err[512];
     int e = bpf_state_load(bpf, opts->sample_interval, opts->layout, opts->pin_dir,
                            &opts->map_sizes, ctx->bpf_error, sizeof(ctx->bpf_error));
     if (e && bpf->refused) {
@@ -151,40 +157,22 @@ static int start_profiling(const struct options *opts, struct daemon_ctx *ctx,
             bpf_state_layout_name(bpf->layout), (unsigned long long)opts->sample_interval,
             opts->pin_dir[0] ? ", maps pinned in " : "", opts->pin_dir);
     ctx->bpf = bpf;
-    ctx->targets = targets;
     if (!opts->unwind_fp_only && unwind_manager_init(unwind, bpf) == 0)
         ctx->unwind = unwind;
-    targets_init(targets, bpf, ctx->unwind, opts->max_targets);
-    targets->on_exit = views_snapshot_exited;
-    targets->on_exit_arg = ctx;
-    int adopted = targets_adopt(targets, err, sizeof(err));
-    if (adopted > 0)
-        fprintf(stderr, "heapprofd: adopted %d processes from the pinned maps\n", adopted);
-    if (err[0])
-        fprintf(stderr, "heapprofd: could not adopt from the pinned maps (their counts are "
-                        "gone): %s\n", err);
-    attach_pids(opts, targets);
+    start_targets(opts, ctx, targets);
     return 0;
 }
 
-/* Scans every second (exited processes, rule matches) and rereads the
- * config on SIGHUP, until SIGINT or SIGTERM. */
+/* Rereads the config on SIGHUP, until SIGINT or SIGTERM. */
 static void serve_until_stopped(int argc, char **argv, struct options *opts,
-                                struct daemon_ctx *ctx, sigset_t *sigs, struct scan_state *scan)
+                                struct daemon_ctx *ctx, sigset_t *sigs)
 {
-    struct timespec tick = {.tv_sec = SCAN_INTERVAL_SECONDS};
     for (;;) {
-        int sig = sigtimedwait(sigs, NULL, &tick);
+        int sig = sigwaitinfo(sigs, NULL);
         if (sig == SIGINT || sig == SIGTERM)
             break;
-        if (sig == SIGHUP) {
-            reload(argc, argv, opts, ctx->targets);
-            continue;
-        }
-        if (!ctx->targets)
-            continue;
-        targets_reap(ctx->targets);
-        target_rules_scan(&opts->rules, attach_matching, scan);
+        if (sig == SIGHUP)
+            reload(argc, argv, opts, ctx);
     }
     fprintf(stderr, "heapprofd: stopping\n");
 }
@@ -225,9 +213,6 @@ int main(int argc, char **argv)
     exited_profiles_init(&exited);
     struct http_server *server = NULL;
     int rc = start_profiling(&opts, &ctx, &bpf, &targets, &unwind) ? 1 : 0;
-    struct scan_state scan = {.targets = ctx.targets};
-    if (rc == 0 && ctx.targets)
-        target_rules_scan(&opts.rules, attach_matching, &scan);
 
     struct http_listen how = {
         .host = opts.listen_host,
@@ -246,10 +231,11 @@ int main(int argc, char **argv)
         fprintf(stderr, "heapprofd: listening on %s:%u\n", opts.listen_host,
                 (unsigned)opts.listen_port);
         sd_notify_send("READY=1");
-        serve_until_stopped(argc, argv, &opts, &ctx, &sigs, &scan);
+        serve_until_stopped(argc, argv, &opts, &ctx, &sigs);
     }
     sd_notify_send("STOPPING=1");
     http_server_stop(server);
+    process_watch_stop(ctx.watch);
     /* Probes go; with pinned maps the counts stay for the next daemon. */
     if (ctx.targets)
         targets_destroy(ctx.targets, opts.pin_dir[0] != '\0');

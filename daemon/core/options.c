@@ -22,7 +22,8 @@ void options_usage(FILE *out)
     fprintf(out,
             "usage: heapprofd [--listen ADDR:PORT] [--sample-interval BYTES] [--pid N]...\n"
             "                 [--comm NAME]... [--exe PATH]... [--cgroup PATH]...\n"
-            "                 [--max-targets N] [--pin-dir DIR] [--config FILE]\n"
+            "                 [--max-targets N] [--idle-detach DURATION] [--pin-dir DIR]\n"
+            "                 [--config FILE]\n"
             "  --listen ADDR:PORT       where to serve HTTP (default 127.0.0.1:6060)\n"
             "  --sample-interval BYTES  mean bytes between samples (default 524288;\n"
             "                           1 records every allocation)\n"
@@ -32,6 +33,8 @@ void options_usage(FILE *out)
             "  --cgroup PATH            profile processes in cgroup PATH or below, e.g.\n"
             "                           /system.slice/redis-server.service\n"
             "  --max-targets N          processes profiled at once (default %d)\n"
+            "  --idle-detach DURATION   detach a process that only requests named after\n"
+            "                           that long without one (default 10m; 0: never)\n"
             "  --pin-dir DIR            where BPF maps are pinned to survive restarts\n"
             "                           (default %s; 'none' to not pin)\n"
             "  --config FILE            read settings from FILE (name = value lines)\n"
@@ -112,6 +115,7 @@ static const struct {
     {"exe", "an absolute path"},
     {"cgroup", "an absolute cgroup path such as /system.slice/x.service"},
     {"max-targets", "a number in 1..1024"},
+    {"idle-detach", "a duration such as 90s, 10m or 1h, at most 720h; 0 never detaches"},
     {"pin-dir", "an absolute directory path, or none"},
     {"config", "a file path"},
     {"probe-layout", "auto, session, multi or classic"},
@@ -160,6 +164,8 @@ static int set_option(struct options *o, const char *name, const char *v)
         o->max_targets = (size_t)n;
         return 0;
     }
+    if (strcmp(name, "idle-detach") == 0)
+        return parse_duration(v, OPTIONS_MAX_IDLE_DETACH_NS, &o->idle_detach_ns);
     if (strcmp(name, "pin-dir") == 0) {
         if (strcmp(v, "none") == 0) {
             o->pin_dir[0] = '\0';
@@ -277,6 +283,7 @@ static void set_defaults(struct options *o)
     o->listen_port = 6060;
     o->sample_interval = 524288;
     o->max_targets = OPTIONS_DEFAULT_MAX_TARGETS;
+    o->idle_detach_ns = OPTIONS_DEFAULT_IDLE_DETACH_NS;
     snprintf(o->pin_dir, sizeof(o->pin_dir), "%s", OPTIONS_DEFAULT_PIN_DIR);
 }
 
@@ -290,6 +297,7 @@ int options_parse(int argc, char **argv, struct options *o, char *err, size_t er
         {"exe", required_argument, NULL, 0},
         {"cgroup", required_argument, NULL, 0},
         {"max-targets", required_argument, NULL, 0},
+        {"idle-detach", required_argument, NULL, 0},
         {"pin-dir", required_argument, NULL, 0},
         {"config", required_argument, NULL, 0},
         {"probe-layout", required_argument, NULL, 0},

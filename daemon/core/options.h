@@ -23,6 +23,13 @@
 /* Default cap on processes profiled at once: each costs a few probes and
  * the scan of its maps every second. */
 #define OPTIONS_DEFAULT_MAX_TARGETS 256
+/* Default --idle-detach: a process that only requests named stays
+ * attached this long after the last one, long enough for a person's
+ * second look or a scraper's next round, short enough that a quick look
+ * does not cost for the rest of the day. */
+#define OPTIONS_DEFAULT_IDLE_DETACH_NS (10 * 60 * 1000000000ull)
+/* The longest --idle-detach: 30 days. */
+#define OPTIONS_MAX_IDLE_DETACH_NS (720 * 3600 * 1000000000ull)
 /* Default pin directory of the BPF maps (see docs/operations.md). */
 #define OPTIONS_DEFAULT_PIN_DIR "/sys/fs/bpf/heapprofd"
 
@@ -35,6 +42,7 @@ struct options {
     size_t npids;
     struct target_rule_set rules; /* --comm, --exe, --cgroup */
     size_t max_targets;        /* processes profiled at once */
+    uint64_t idle_detach_ns;   /* a request holds a process this long (0: for ever) */
     char pin_dir[256];         /* "" : maps are not pinned */
     char config_path[256];     /* "" : no config file */
     char unix_path[108];       /* "" : no unix socket listener */

@@ -19,9 +19,11 @@
 #include <microhttpd.h>
 
 #include "access.h"
+#include "clock.h"
 #include "metrics.h"
 #include "net_addr.h"
 #include "pprof.h"
+#include "probe_cost.h"
 #include "profile_request.h"
 #include "query.h"
 #include "targets_json.h"
@@ -211,6 +213,7 @@ static enum MHD_Result serve_index(struct daemon_ctx *ctx, struct MHD_Connection
     static const char head[] = "<html><head><title>heapprofd</title></head><body>\n"
                                "<p>Heap profiles of processes (add ?pid=N to profile another)</p>\n"
                                "<table><tr><th>pid</th><th>command</th><th>allocator</th>"
+                               "<th>held by</th><th>detached in</th><th>cost</th>"
                                "<th>profiles</th></tr>\n";
     int e = pprof_buf_append(&b, head, sizeof(head) - 1);
     size_t n = 0;
@@ -219,19 +222,27 @@ static enum MHD_Result serve_index(struct daemon_ctx *ctx, struct MHD_Connection
         info = calloc(HP_MAX_TARGETS, sizeof(*info));
         n = info ? targets_list(ctx->targets, info, HP_MAX_TARGETS) : 0;
     }
+    uint64_t now = monotonic_ns();
     for (size_t i = 0; i < n && i < HP_MAX_TARGETS && e == 0; i++) {
-        char row[1024], comm[80];
+        char row[2048], comm[80], alloc[600], held[64], until[32], cost[256];
         html_escape(comm, sizeof(comm), info[i].comm);
-        char alloc[600];
         html_escape(alloc, sizeof(alloc), info[i].allocator);
+        holders_describe(&info[i].holders, now, held, sizeof(held));
+        uint64_t end = holders_until(&info[i].holders, now);
+        if (end == HOLD_FOREVER)
+            snprintf(until, sizeof(until), "when it exits");
+        else
+            snprintf(until, sizeof(until), "%.0f s", end > now ? (end - now) / 1e9 : 0.0);
+        probe_cost_describe(info[i].probe_hits, info[i].ns_per_hit, info[i].cpu_ns, cost,
+                            sizeof(cost));
         int len = snprintf(row, sizeof(row),
                            "<tr><td>%d</td><td>%s</td><td>%s (%zu functions, %zu on "
-                           "emulated instructions)</td><td>"
+                           "emulated instructions)</td><td>%s</td><td>%s</td><td>%s</td><td>"
                            "<a href=\"heap?pid=%d\">heap</a> <a href=\"allocs?pid=%d\">allocs</a> "
                            "<a href=\"heap?pid=%d&amp;debug=1\">text</a></td></tr>\n",
-                           (int)info[i].pid, comm, alloc, info[i].nfuncs, info[i].emulated,
-                           (int)info[i].pid, (int)info[i].pid, (int)info[i].pid);
-        e = pprof_buf_append(&b, row, (size_t)len);
+                           (int)info[i].pid, comm, alloc, info[i].nfuncs, info[i].emulated, held,
+                           until, cost, (int)info[i].pid, (int)info[i].pid, (int)info[i].pid);
+        e = pprof_buf_append(&b, row, len < (int)sizeof(row) ? (size_t)len : sizeof(row) - 1);
     }
     free(info);
     static const char tail[] = "</table></body></html>\n";

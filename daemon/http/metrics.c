@@ -8,7 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "clock.h"
 #include "hp_limits.h"
+#include "probe_cost.h"
 
 /* One metric with its HELP and TYPE lines. */
 static int emit_metric(struct pprof_buf *out, const char *name, const char *type, const char *help,
@@ -37,7 +39,90 @@ static void label_escape(char *dst, size_t len, const char *src)
     dst[o] = '\0';
 }
 
-/* Per profiled process: its estimated in-use and allocated bytes. */
+/* What the per-target families read: a target and its count totals. */
+struct target_row {
+    const struct target_info *info;
+    const struct hp_counts *totals;
+    uint64_t now;
+};
+
+/* Writes the value of one family for one target (after its labels). */
+typedef int (*target_value_fn)(struct pprof_buf *out, const struct target_row *r);
+
+static int value_inuse(struct pprof_buf *out, const struct target_row *r)
+{
+    int64_t v = r->totals->inuse_bytes;
+    return pprof_buf_printf(out, " %lld\n", (long long)(v > 0 ? v >> HP_BYTES_SHIFT : 0));
+}
+
+static int value_allocated(struct pprof_buf *out, const struct target_row *r)
+{
+    return pprof_buf_printf(out, " %llu\n",
+                            (unsigned long long)(r->totals->alloc_bytes >> HP_BYTES_SHIFT));
+}
+
+static int value_hits(struct pprof_buf *out, const struct target_row *r)
+{
+    return pprof_buf_printf(out, " %llu\n", (unsigned long long)r->info->probe_hits);
+}
+
+static int value_added_cpu(struct pprof_buf *out, const struct target_row *r)
+{
+    struct cost_estimate c;
+    probe_cost_estimate(r->info->probe_hits, r->info->ns_per_hit, r->info->cpu_ns, &c);
+    return pprof_buf_printf(out, " %.6f\n", c.added_cpu_seconds);
+}
+
+static int value_detach_in(struct pprof_buf *out, const struct target_row *r)
+{
+    uint64_t until = holders_until(&r->info->holders, r->now);
+    if (until == HOLD_FOREVER)
+        return pprof_buf_printf(out, " +Inf\n");
+    return pprof_buf_printf(out, " %.3f\n", until > r->now ? (until - r->now) / 1e9 : 0.0);
+}
+
+static int value_forks_unprofiled(struct pprof_buf *out, const struct target_row *r)
+{
+    return pprof_buf_printf(out, " %llu\n", (unsigned long long)r->info->forks_unprofiled);
+}
+
+/* One line per reason that holds the target: {pid, comm, reason} 1. */
+static int lines_held(struct pprof_buf *out, const char *name, const char *labels,
+                      const struct target_row *r)
+{
+    int e = 0;
+    for (int k = 0; k < HOLD_KINDS && e == 0; k++)
+        if (holders_holds(&r->info->holders, (enum hold_kind)k, r->now))
+            e = pprof_buf_printf(out, "heapprofd_%s{%s,reason=\"%s\"} 1\n", name, labels,
+                                 hold_kind_name((enum hold_kind)k));
+    return e;
+}
+
+/* The per-target families, each contiguous as the text format wants. */
+static const struct {
+    const char *name, *type, *help;
+    target_value_fn value; /* NULL: lines_held */
+} target_families[] = {
+    {"target_inuse_bytes", "gauge", "Estimated bytes in use, per profiled process.", value_inuse},
+    {"target_allocated_bytes_total", "counter",
+     "Estimated bytes allocated since attach, per profiled process.", value_allocated},
+    {"target_probe_hits_total", "counter",
+     "Probe runs (traps into the kernel) in the process since attach.", value_hits},
+    {"target_added_cpu_seconds_total", "counter",
+     "Estimated CPU time heapprofd's probes added to the process since attach (probe hits "
+     "times the calibrated cost of one).", value_added_cpu},
+    {"target_held", "gauge",
+     "Why the process is profiled: pid, rule, fork, request or window (one series each).",
+     NULL},
+    {"target_detach_in_seconds", "gauge",
+     "Seconds until the process is detached unless asked for again (+Inf: held while it runs).",
+     value_detach_in},
+    {"target_forks_unprofiled_total", "counter",
+     "Children the process forked that could not be profiled (--max-targets); they run with "
+     "its probes, unprofiled.", value_forks_unprofiled},
+};
+
+/* Per profiled process: its estimated bytes, its cost, why it is held. */
 static int write_target_metrics(struct daemon_ctx *ctx, struct pprof_buf *out)
 {
     struct target_info *info = calloc(HP_MAX_TARGETS, sizeof(*info));
@@ -51,30 +136,77 @@ static int write_target_metrics(struct daemon_ctx *ctx, struct pprof_buf *out)
         tgids[i] = (uint32_t)info[i].pid;
     if (e == 0)
         e = bpf_state_process_totals(ctx->bpf, tgids, n, totals);
-    /* Two families, each contiguous as the text format wants: in-use, allocated. */
-    static const struct {
-        const char *name, *type, *help;
-    } families[2] = {
-        {"target_inuse_bytes", "gauge", "Estimated bytes in use, per profiled process."},
-        {"target_allocated_bytes_total", "counter",
-         "Estimated bytes allocated since attach, per profiled process."},
-    };
-    for (int f = 0; f < 2 && e == 0; f++) {
+    uint64_t now = monotonic_ns();
+    size_t nfam = sizeof(target_families) / sizeof(target_families[0]);
+    for (size_t f = 0; f < nfam && e == 0; f++) {
         e = pprof_buf_printf(out, "# HELP heapprofd_%s %s\n# TYPE heapprofd_%s %s\n",
-                             families[f].name, families[f].help, families[f].name,
-                             families[f].type);
+                             target_families[f].name, target_families[f].help,
+                             target_families[f].name, target_families[f].type);
         for (size_t i = 0; i < n && e == 0; i++) {
-            char comm[64];
+            char comm[64], labels[96];
             label_escape(comm, sizeof(comm), info[i].comm);
-            int64_t fixed = f == 0 ? totals[i].inuse_bytes : (int64_t)totals[i].alloc_bytes;
-            e = pprof_buf_printf(out, "heapprofd_%s{pid=\"%d\",comm=\"%s\"} %lld\n",
-                                 families[f].name, (int)info[i].pid, comm,
-                                 (long long)(fixed > 0 ? fixed >> HP_BYTES_SHIFT : 0));
+            snprintf(labels, sizeof(labels), "pid=\"%d\",comm=\"%s\"", (int)info[i].pid, comm);
+            struct target_row r = {.info = &info[i], .totals = &totals[i], .now = now};
+            if (!target_families[f].value) {
+                e = lines_held(out, target_families[f].name, labels, &r);
+                continue;
+            }
+            e = pprof_buf_printf(out, "heapprofd_%s{%s}", target_families[f].name, labels);
+            if (e == 0)
+                e = target_families[f].value(out, &r);
         }
     }
     free(info);
     free(tgids);
     free(totals);
+    return e;
+}
+
+/* The watch on process lifetimes: events, exec-time attaches, forks. */
+static int write_watch_metrics(struct daemon_ctx *ctx, struct pprof_buf *out)
+{
+    struct process_watch_stats w;
+    process_watch_stats(ctx->watch, &w);
+    int e = emit_metric(out, "process_events_up", "gauge",
+                        "1 if exec, fork and exit events come from BPF (else a 1 s scan alone).",
+                        w.events_on);
+    if (e == 0)
+        e = pprof_buf_printf(out,
+                             "# HELP heapprofd_process_events_total Process events received.\n"
+                             "# TYPE heapprofd_process_events_total counter\n"
+                             "heapprofd_process_events_total{event=\"exec\"} %llu\n"
+                             "heapprofd_process_events_total{event=\"fork\"} %llu\n"
+                             "heapprofd_process_events_total{event=\"exit\"} %llu\n",
+                             (unsigned long long)w.execs, (unsigned long long)w.forks,
+                             (unsigned long long)w.exits);
+    if (e == 0)
+        e = emit_metric(out, "process_events_lost_total", "counter",
+                        "Process events dropped, the ring buffer full (the scan catches up).",
+                        w.events_lost);
+    if (e == 0)
+        e = emit_metric(out, "process_watch_full_total", "counter",
+                        "Processes whose forks and exit could not be watched (map full).",
+                        w.watch_full);
+    if (e == 0)
+        e = pprof_buf_printf(out,
+                             "# HELP heapprofd_exec_attach_seconds Delay from exec to attached, "
+                             "of processes a rule matched at their exec.\n"
+                             "# TYPE heapprofd_exec_attach_seconds summary\n"
+                             "heapprofd_exec_attach_seconds_sum %.6f\n"
+                             "heapprofd_exec_attach_seconds_count %llu\n",
+                             w.exec_attach_delay_ns / 1e9, (unsigned long long)w.exec_attached);
+    if (e == 0)
+        e = emit_metric(out, "scan_attached_total", "counter",
+                        "Processes a rule matched that the 1 s scan attached (no event for them).",
+                        w.scan_attached);
+    if (e == 0)
+        e = emit_metric(out, "forks_attached_total", "counter",
+                        "Children of profiled processes attached.", w.forks_attached);
+    if (e == 0)
+        e = emit_metric(out, "forks_unprofiled_total", "counter",
+                        "Children of profiled processes that could not be attached "
+                        "(--max-targets): they run with their parent's probes, unprofiled.",
+                        w.forks_unprofiled);
     return e;
 }
 
@@ -122,6 +254,8 @@ static int write_target_counters(struct daemon_ctx *ctx, struct pprof_buf *out)
     unsigned long long attached = ctx->targets->attached_total;
     unsigned long long detached = ctx->targets->detached_total;
     unsigned long long reattached = ctx->targets->reattached_total;
+    unsigned long long idle = ctx->targets->idle_detached_total;
+    unsigned long long ns_per_hit = ctx->targets->ns_per_hit;
     unsigned long long attach_ns = ctx->targets->last_attach_ns;
     unsigned long long detach_ns = ctx->targets->last_detach_ns;
     pthread_mutex_unlock(&ctx->targets->lock);
@@ -134,10 +268,22 @@ static int write_target_counters(struct daemon_ctx *ctx, struct pprof_buf *out)
         e = emit_metric(out, "attached_total", "counter", "Processes attached.", attached);
     if (e == 0)
         e = emit_metric(out, "detached_total", "counter",
-                        "Processes detached (exited or pid reused).", detached);
+                        "Processes detached (exited, idle, or pid reused).", detached);
     if (e == 0)
         e = emit_metric(out, "reattached_total", "counter",
                         "Processes attached again after they exec'd.", reattached);
+    if (e == 0)
+        e = emit_metric(out, "idle_detached_total", "counter",
+                        "Processes detached because nothing held them any more (--idle-detach, "
+                        "the end of a seconds= window, a parent let go).",
+                        idle);
+    if (e == 0)
+        e = pprof_buf_printf(out,
+                             "# HELP heapprofd_probe_hit_cost_seconds CPU time one probe hit adds "
+                             "to a process, calibrated at start-up (0: not calibrated).\n"
+                             "# TYPE heapprofd_probe_hit_cost_seconds gauge\n"
+                             "heapprofd_probe_hit_cost_seconds %.9f\n",
+                             ns_per_hit / 1e9);
     if (e == 0)
         e = pprof_buf_printf(out,
                              "# HELP heapprofd_last_attach_seconds Time the last attach took.\n"
@@ -264,6 +410,8 @@ int metrics_write(struct daemon_ctx *ctx, struct pprof_buf *out)
         e = write_request_metrics(ctx, out);
     if (e == 0 && ctx->targets && ctx->bpf)
         e = write_target_metrics(ctx, out);
+    if (e == 0 && ctx->watch)
+        e = write_watch_metrics(ctx, out);
     if (e == 0 && ctx->cache)
         e = write_symbol_cache_metrics(ctx, out);
     return e;

@@ -14,6 +14,7 @@
 
 #include "clock.h"
 #include "hp_limits.h"
+#include "probe_cost.h"
 
 /* The length of the valid UTF-8 sequence at `s` (1..4), or 0 if it is not one. */
 static size_t utf8_sequence(const unsigned char *s)
@@ -59,6 +60,48 @@ static int put_string(struct pprof_buf *b, const char *s)
     return e ? e : pprof_buf_append(b, "\"", 1);
 }
 
+/* Why a target is profiled and until when: "held_by": ["rule", ...],
+ * "detach_in_seconds": seconds, or null while a holder has no end. */
+static int put_holders(struct pprof_buf *b, const struct holders *h, uint64_t now)
+{
+    int e = pprof_buf_printf(b, ", \"held_by\": [");
+    int first = 1;
+    for (int k = 0; k < HOLD_KINDS && e == 0; k++) {
+        if (!holders_holds(h, (enum hold_kind)k, now))
+            continue;
+        e = pprof_buf_printf(b, "%s\"%s\"", first ? "" : ", ", hold_kind_name((enum hold_kind)k));
+        first = 0;
+    }
+    uint64_t until = holders_until(h, now);
+    if (e == 0 && until == HOLD_FOREVER)
+        e = pprof_buf_printf(b, "], \"detach_in_seconds\": null");
+    else if (e == 0)
+        e = pprof_buf_printf(b, "], \"detach_in_seconds\": %.3f",
+                             until > now ? (double)(until - now) / 1e9 : 0.0);
+    return e;
+}
+
+/* What heapprofd costs the target, and how soon after its exec or fork it
+ * was attached. */
+static int put_cost(struct pprof_buf *b, const struct target_info *t)
+{
+    struct cost_estimate c;
+    probe_cost_estimate(t->probe_hits, t->ns_per_hit, t->cpu_ns, &c);
+    int e = pprof_buf_printf(b, ", \"probe_hits\": %" PRIu64 ", \"cost_cpu_seconds\": %.6f",
+                             t->probe_hits, c.added_cpu_seconds);
+    if (e == 0 && c.percent_known)
+        e = pprof_buf_printf(b, ", \"cost_percent\": %.3f", c.percent);
+    else if (e == 0)
+        e = pprof_buf_printf(b, ", \"cost_percent\": null");
+    if (e == 0 && t->attach_delay_ns)
+        e = pprof_buf_printf(b, ", \"attach_delay_seconds\": %.6f", t->attach_delay_ns / 1e9);
+    else if (e == 0)
+        e = pprof_buf_printf(b, ", \"attach_delay_seconds\": null");
+    if (e == 0)
+        e = pprof_buf_printf(b, ", \"forks_unprofiled\": %" PRIu64, t->forks_unprofiled);
+    return e;
+}
+
 /* One target's object. */
 static int put_target(struct pprof_buf *b, const struct target_info *t,
                       const struct hp_counts *totals, uint64_t now, int first)
@@ -76,9 +119,13 @@ static int put_target(struct pprof_buf *b, const struct target_info *t,
     if (e == 0)
         e = pprof_buf_printf(b,
                 ", \"profiled_seconds\": %.3f, \"inuse_bytes\": %" PRId64
-                ", \"allocated_bytes\": %" PRIu64 "}",
+                ", \"allocated_bytes\": %" PRIu64,
                 profiled, inuse, allocated);
-    return e;
+    if (e == 0)
+        e = put_holders(b, &t->holders, now);
+    if (e == 0)
+        e = put_cost(b, t);
+    return e ? e : pprof_buf_printf(b, "}");
 }
 
 int targets_json_write(struct daemon_ctx *ctx, const struct caller *who, struct pprof_buf *out)

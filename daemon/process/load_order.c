@@ -264,6 +264,7 @@ static int walk_link_maps(struct target *t, const struct proc_maps *maps, uint64
         return err;
     if (rd.r_version == 0 || rd.r_map == NULL)
         return -ENOENT;
+    lo->settled = rd.r_state == RT_CONSISTENT;
 
     /* r_state may say RT_ADD during a dlopen; the chain is still linked, new objects at its end. */
     uint64_t addr = (uint64_t)(uintptr_t)rd.r_map;
@@ -363,6 +364,7 @@ int load_order_read(pid_t pid, const struct proc_maps *maps, struct load_order *
         for (size_t i = 1; i < lo.n; i++)
             free(lo.v[i].path);
         lo.n = 1;
+        lo.settled = 0;
     }
     if ((err = add_in_maps_order(&t, maps, &lo, &cap)))
         goto out;

@@ -34,6 +34,8 @@ struct load_order {
     struct loaded_object *v;
     size_t n;
     int from_linker; /* 1 if read from r_debug, 0 if the maps fallback was used */
+    int settled;     /* from_linker, and r_debug said RT_CONSISTENT: no object being loaded
+                      * (right after exec the linker is still mapping libraries) */
 };
 
 /*

@@ -31,27 +31,48 @@ static int read_proc_file(pid_t pid, const char *name, char *buf, size_t len)
     return 0;
 }
 
-int proc_start_time(pid_t pid, uint64_t *ticks)
+/* Field `field` (1-based, >= 3) of /proc/PID/stat as a number, after the
+ * parenthesized name, which may hold spaces and ')'. Zombies are -ESRCH
+ * unless `zombies`. */
+static int stat_field(pid_t pid, int field, bool zombies, uint64_t *value)
 {
     char buf[1024];
     int e = read_proc_file(pid, "stat", buf, sizeof(buf));
     if (e)
         return e;
-    /* The name in parentheses may hold spaces and ')': fields start after the last ')'. */
     char *p = strrchr(buf, ')');
     if (!p)
         return -EINVAL;
     p++;
     /* A zombie has no memory left to profile: it is gone for us. */
-    if (p[0] == ' ' && (p[1] == 'Z' || p[1] == 'X'))
+    if (!zombies && p[0] == ' ' && (p[1] == 'Z' || p[1] == 'X'))
         return -ESRCH;
-    /* p is at the space before field 3 (state); step to the one before field 22. */
-    for (int field = 3; field < 22 && p; field++)
+    /* p is at the space before field 3 (state); step to the one before `field`. */
+    for (int f = 3; f < field && p; f++)
         p = strchr(p + 1, ' ');
     if (!p)
         return -EINVAL;
     const char *digits = p + 1;
-    return parse_decimal(&digits, NULL, ticks);
+    return parse_decimal(&digits, NULL, value);
+}
+
+int proc_start_time(pid_t pid, uint64_t *ticks)
+{
+    return stat_field(pid, 22, false, ticks);
+}
+
+int proc_cpu_time_ns(pid_t pid, uint64_t *ns)
+{
+    uint64_t utime, stime;
+    long hz = sysconf(_SC_CLK_TCK);
+    int e = stat_field(pid, 14, true, &utime);
+    if (e == 0)
+        e = stat_field(pid, 15, true, &stime);
+    if (e == 0 && hz <= 0)
+        e = -EINVAL;
+    if (e == 0)
+        *ns = (utime + stime) * (1000000000u / (uint64_t)hz);
+    return e;
 }
 
 int proc_comm(pid_t pid, char *buf, size_t len)

@@ -14,6 +14,10 @@
 /* Start time in clock ticks since boot (field 22 of /proc/PID/stat); -ESRCH if
  * gone or a zombie (which has no memory left). */
 int proc_start_time(pid_t pid, uint64_t *ticks);
+/* The CPU time (user and system) all threads of the process have used,
+ * in ns, at the clock tick's resolution; a zombie's too. -ESRCH if gone. */
+int proc_cpu_time_ns(pid_t pid, uint64_t *ns);
+
 /* The command name (/proc/PID/comm, without newline); -ESRCH if gone. */
 int proc_comm(pid_t pid, char *buf, size_t len);
 

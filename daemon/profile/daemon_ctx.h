@@ -12,6 +12,7 @@
 
 #include "bpf_state.h"
 #include "exited_profiles.h"
+#include "process_watch.h"
 #include "symbol_cache.h"
 #include "targets.h"
 
@@ -20,6 +21,7 @@ struct daemon_ctx {
     char bpf_error[1024];         /* why, when it could not */
     struct targets *targets;      /* NULL when BPF could not load */
     struct unwind_manager *unwind; /* NULL when BPF could not load */
+    struct process_watch *watch;  /* NULL when BPF could not load */
     struct symbol_cache *cache;
     struct exited_profiles *exited; /* last profiles of processes that exited */
     atomic_uint_fast64_t requests;

@@ -60,7 +60,8 @@ static int encode_forms(struct pprof_profile *p, struct pprof_buf forms[EXITED_F
     return e;
 }
 
-int exited_profiles_put(struct exited_profiles *x, pid_t pid, struct pprof_profile *p)
+int exited_profiles_put(struct exited_profiles *x, pid_t pid, uint64_t start_time,
+                        struct pprof_profile *p)
 {
     struct pprof_buf forms[EXITED_FORMS] = {{0}};
     int e = encode_forms(p, forms); /* outside the lock: encoding takes a while */
@@ -82,6 +83,7 @@ int exited_profiles_put(struct exited_profiles *x, pid_t pid, struct pprof_profi
     }
     clear_entry(&x->v[slot]);
     x->v[slot].pid = pid;
+    x->v[slot].start_time = start_time;
     x->v[slot].exited_at = now;
     memcpy(x->v[slot].forms, forms, sizeof(forms));
     x->v[slot].profile = p;
@@ -104,6 +106,15 @@ static struct exited_entry *find_locked(struct exited_profiles *x, pid_t pid)
         return en;
     }
     return NULL;
+}
+
+bool exited_profiles_has(struct exited_profiles *x, pid_t pid, uint64_t start_time)
+{
+    pthread_mutex_lock(&x->lock);
+    struct exited_entry *en = find_locked(x, pid);
+    bool has = en && en->start_time == start_time;
+    pthread_mutex_unlock(&x->lock);
+    return has;
 }
 
 int exited_profiles_get(struct exited_profiles *x, pid_t pid, enum exited_form form,

@@ -2,7 +2,8 @@
  * exited_profiles.h - the last profile of each process that exited while
  * profiled, kept for a while so that a scrape that comes just after the
  * exit (or a person who asks why a process grew before it died) still gets
- * it. Entries are kept EXITED_KEEP_SECONDS, at most EXITED_MAX of them (the
+ * it; and of each process let go because nothing held it any more
+ * (--idle-detach), which the next request for it gets. Entries are kept EXITED_KEEP_SECONDS, at most EXITED_MAX of them (the
  * oldest go first); each holds the encoded forms, tens of KiB, and the
  * profile itself, from which the top table and collapsed stacks are made
  * on request (a few times the size of its encoding).
@@ -13,6 +14,7 @@
 #define HEAPPROF_EXITED_PROFILES_H
 
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
 #include <time.h>
@@ -36,7 +38,8 @@ struct exited_profiles {
     pthread_mutex_t lock;
     struct exited_entry {
         pid_t pid;
-        time_t exited_at; /* CLOCK_MONOTONIC seconds */
+        uint64_t start_time; /* of the process: tells a process let go from a reused pid */
+        time_t exited_at;    /* CLOCK_MONOTONIC seconds */
         struct pprof_buf forms[EXITED_FORMS];
         struct pprof_profile *profile; /* owned */
     } v[EXITED_MAX];
@@ -46,9 +49,13 @@ struct exited_profiles {
 void exited_profiles_init(struct exited_profiles *x);
 void exited_profiles_destroy(struct exited_profiles *x);
 
-/* Keeps the last profile of `pid`, encoded now; takes `p` on success (else it
- * stays the caller's). */
-int exited_profiles_put(struct exited_profiles *x, pid_t pid, struct pprof_profile *p);
+/* Keeps the last profile of `pid` (started at `start_time`), encoded now;
+ * takes `p` on success (else it stays the caller's). */
+int exited_profiles_put(struct exited_profiles *x, pid_t pid, uint64_t start_time,
+                        struct pprof_profile *p);
+
+/* Whether a profile of process `pid` started at `start_time` is kept. */
+bool exited_profiles_has(struct exited_profiles *x, pid_t pid, uint64_t start_time);
 
 /* A copy of the kept profile of `pid` in form `form`; -ENOENT if none or expired. */
 int exited_profiles_get(struct exited_profiles *x, pid_t pid, enum exited_form form,

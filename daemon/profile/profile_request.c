@@ -1,6 +1,9 @@
 /*
  * profile_request.c - a profile request from its parameters to encoded
- * bytes (see profile_request.h).
+ * bytes (see profile_request.h). The attach policy of requests: a request
+ * for a process holds it until --idle-detach passes without another; a
+ * delta profile (seconds=) holds it only for its window, so a process
+ * scraped that way pays only while the scrape lasts.
  */
 #include "profile_request.h"
 
@@ -10,10 +13,13 @@
 
 #include "clock.h"
 #include "exited_profiles.h"
+#include "proc_info.h"
 #include "profile_formats.h"
 #include "views.h"
 
-/* Makes sure process q->pid may be profiled by `who` and is attached. */
+/* Makes sure process q->pid may be profiled by `who` and is attached, held
+ * by this request: for its window (seconds=), or until --idle-detach
+ * passes without another request. */
 static int attach_for(struct daemon_ctx *ctx, const struct profile_query *q,
                       const struct caller *who, char *err, size_t errlen)
 {
@@ -22,7 +28,23 @@ static int attach_for(struct daemon_ctx *ctx, const struct profile_query *q,
                  (unsigned)who->uid, (int)q->pid);
         return -EACCES;
     }
-    return targets_ensure(ctx->targets, q->pid, err, errlen);
+    uint64_t now = monotonic_ns(), idle = targets_idle_ns(ctx->targets);
+    struct hold_request how = {.kind = HOLD_REQUEST, .until_ns = idle ? now + idle : HOLD_FOREVER};
+    if (q->seconds)
+        how = (struct hold_request){.kind = HOLD_WINDOW,
+                                    .until_ns = now + (uint64_t)q->seconds * 1000000000u};
+    return targets_hold(ctx->targets, q->pid, &how, err, errlen);
+}
+
+/* Whether `pid` runs, is not a target, and has a kept profile: it was let
+ * go when nothing held it. */
+static int was_let_go(struct daemon_ctx *ctx, pid_t pid)
+{
+    struct holders h;
+    uint64_t start_time;
+    return proc_start_time(pid, &start_time) == 0 &&
+           !targets_holders_of(ctx->targets, pid, &h) &&
+           exited_profiles_has(ctx->exited, pid, start_time);
 }
 
 /* Whether a kept last profile answers `q`: only the plain cumulative views
@@ -72,8 +94,11 @@ int profile_request_answer(struct daemon_ctx *ctx, const struct profile_query *q
         snprintf(err, errlen, "BPF unavailable: %s", ctx->bpf_error);
         return -ENODEV;
     }
+    /* A process let go while idle: the next request gets the profile it had
+     * then, and attaches it again. */
+    int kept = q->pid && may_read_kept(q, who) && was_let_go(ctx, q->pid);
     int e = q->pid ? attach_for(ctx, q, who, err, errlen) : 0;
-    if (e == -ESRCH && may_read_kept(q, who))
+    if ((e == -ESRCH || kept) && may_read_kept(q, who))
         return answer_exited(ctx, q, default_alloc, out, err, errlen);
     if (e)
         return e;
@@ -81,6 +106,8 @@ int profile_request_answer(struct daemon_ctx *ctx, const struct profile_query *q
     uint64_t t0 = monotonic_ns();
     struct pprof_profile *p = NULL;
     e = views_build(ctx, q, who, default_alloc, &p, err, errlen);
+    if (q->pid && q->seconds)
+        targets_release(ctx->targets, q->pid, HOLD_WINDOW);
     if (e)
         return e;
     struct profile_form form = {.q = q, .default_alloc = default_alloc};

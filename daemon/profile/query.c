@@ -121,38 +121,3 @@ int profile_query_finish(const struct profile_query *q, char *err, size_t errlen
     }
     return 0;
 }
-
-int parse_duration(const char *s, uint64_t max_ns, uint64_t *out)
-{
-    static const struct {
-        const char *unit;
-        uint64_t ns;
-    } units[] = {{"ms", 1000000ULL}, {"s", 1000000000ULL}, {"m", 60000000000ULL},
-                 {"h", 3600000000000ULL}};
-    uint64_t total = 0, n;
-    if (!s || !*s)
-        return -EINVAL;
-    if (parse_u64(s, 0, max_ns / 1000000000ULL, &n) == 0) {
-        *out = n * 1000000000ULL; /* a plain number is seconds */
-        return 0;
-    }
-    while (*s) {
-        if (parse_decimal(&s, NULL, &n) != 0 || n > max_ns)
-            return -EINVAL;
-        size_t k = 0;
-        for (; k < sizeof(units) / sizeof(units[0]); k++) {
-            size_t len = strlen(units[k].unit);
-            /* "m" must not swallow the "m" of "ms". */
-            if (strncmp(s, units[k].unit, len) == 0 && !(len == 1 && s[0] == 'm' && s[1] == 's'))
-                break;
-        }
-        if (k == sizeof(units) / sizeof(units[0]) || n > max_ns / units[k].ns)
-            return -EINVAL;
-        total += n * units[k].ns;
-        if (total > max_ns)
-            return -EINVAL;
-        s += strlen(units[k].unit);
-    }
-    *out = total;
-    return 0;
-}

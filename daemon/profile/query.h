@@ -43,10 +43,6 @@ struct profile_query {
 int profile_query_set(struct profile_query *q, const char *key, const char *value, char *err,
                       size_t errlen);
 
-/* Parses a Go-style duration ("90s", "5m", "1h30m", "250ms"; a plain number
- * is seconds) into nanoseconds; -EINVAL if malformed or over `max_ns`. */
-int parse_duration(const char *s, uint64_t max_ns, uint64_t *out);
-
 /* Checks the query as a whole; -EINVAL with a reason if it does not hold together. */
 int profile_query_finish(const struct profile_query *q, char *err, size_t errlen);
 

@@ -12,6 +12,7 @@
 
 #include "clock.h"
 #include "heap_profile.h"
+#include "probe_cost.h"
 #include "targets.h"
 
 /* One process's counts being gathered. */
@@ -105,6 +106,12 @@ int views_build(struct daemon_ctx *ctx, const struct profile_query *q, const str
     };
     e = heap_profile_build_parts(ctx->bpf, ctx->cache, &spec, parts, ng, q->pid == 0, out, err,
                                  errlen);
+    struct target_info info;
+    if (e == 0 && q->pid && targets_info(ctx->targets, q->pid, &info)) {
+        char line[256];
+        probe_cost_describe(info.probe_hits, info.ns_per_hit, info.cpu_ns, line, sizeof(line));
+        e = pprof_add_comment(*out, line);
+    }
 out:
     for (size_t i = 0; g && i < ng; i++)
         free(g[i].counts);
@@ -113,32 +120,50 @@ out:
     return e;
 }
 
-void views_snapshot_exited(void *arg, pid_t pid, const char *comm, const struct proc_maps *maps)
+/* The comment that says why a kept profile is the last one. */
+static void farewell_line(const struct target_farewell *f, char *line, size_t len)
+{
+    const struct holders *h = &f->info->holders;
+    if (f->end == END_EXITED) {
+        snprintf(line, len, "heapprofd: process %d exited; this is its last profile", (int)f->pid);
+    } else if (h->count[HOLD_REQUEST] && f->idle_ns) {
+        snprintf(line, len, "heapprofd: process %d was detached after %llu s without a request "
+                 "(--idle-detach); this is its profile until then, and the next request "
+                 "attaches it again", (int)f->pid, (unsigned long long)(f->idle_ns / 1000000000u));
+    } else {
+        snprintf(line, len, "heapprofd: process %d was detached when nothing held it any more "
+                 "(its parent's profiling ended); this is its profile until then",
+                 (int)f->pid);
+    }
+}
+
+void views_keep_last_profile(void *arg, const struct target_farewell *f)
 {
     struct daemon_ctx *ctx = arg;
     struct stack_counts *counts = NULL;
     size_t n = 0;
     struct pprof_profile *p = NULL;
-    char err[256];
-    if (bpf_state_read_counts(ctx->bpf, (uint32_t)pid, &counts, &n) != 0) {
-        fprintf(stderr, "heapprofd: pid %d exited: its counts could not be read\n", (int)pid);
+    char err[256], line[256];
+    if (bpf_state_read_counts(ctx->bpf, (uint32_t)f->pid, &counts, &n) != 0) {
+        fprintf(stderr, "heapprofd: pid %d: its last counts could not be read\n", (int)f->pid);
         return;
     }
-    struct heap_profile_part part = {.pid = pid, .comm = comm, .maps = maps, .counts = counts,
-                                     .n = n};
-    struct heap_profile_spec spec = {.pid = pid, .symbolize = true};
+    struct heap_profile_part part = {.pid = f->pid, .comm = f->comm, .maps = f->maps,
+                                     .counts = counts, .n = n};
+    struct heap_profile_spec spec = {.pid = f->pid, .symbolize = true};
     if (heap_profile_build_parts(ctx->bpf, ctx->cache, &spec, &part, 1, 0, &p, err,
                                  sizeof(err)) == 0) {
-        char line[96];
-        snprintf(line, sizeof(line), "heapprofd: process %d exited; this is its last profile",
-                 (int)pid);
+        farewell_line(f, line, sizeof(line));
         pprof_add_comment(p, line);
-        if (exited_profiles_put(ctx->exited, pid, p) == 0)
+        probe_cost_describe(f->info->probe_hits, f->info->ns_per_hit, f->info->cpu_ns, line,
+                            sizeof(line));
+        pprof_add_comment(p, line);
+        if (exited_profiles_put(ctx->exited, f->pid, f->start_time, p) == 0)
             p = NULL; /* kept */
         else
-            fprintf(stderr, "heapprofd: pid %d exited: keeping its profile failed\n", (int)pid);
+            fprintf(stderr, "heapprofd: pid %d: keeping its last profile failed\n", (int)f->pid);
     } else {
-        fprintf(stderr, "heapprofd: pid %d exited: %s\n", (int)pid, err);
+        fprintf(stderr, "heapprofd: pid %d: its last profile: %s\n", (int)f->pid, err);
     }
     pprof_free(p);
     free(counts);

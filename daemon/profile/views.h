@@ -2,8 +2,9 @@
  * views.h - the profiles a request can ask for, built from the BPF maps:
  * one process or every profiled one (labelled pid and comm), cumulative,
  * a delta over the next S seconds, or the leak view of allocations still
- * alive and older than min_age; and the snapshot of a process's last
- * profile when it exits.
+ * alive and older than min_age; and the last profile of a process when it
+ * exits or is let go. Profiles of one process say in a comment what
+ * heapprofd's probes cost it.
  */
 #ifndef HEAPPROF_VIEWS_H
 #define HEAPPROF_VIEWS_H
@@ -16,6 +17,7 @@
 #include "pprof.h"
 #include "proc_maps.h"
 #include "query.h"
+#include "targets.h"
 
 /*
  * Builds the profile `q` asks for (q->pid 0: every profiled process `who`
@@ -25,8 +27,10 @@
 int views_build(struct daemon_ctx *ctx, const struct profile_query *q, const struct caller *who,
                 int default_alloc, struct pprof_profile **out, char *err, size_t errlen);
 
-/* Keeps the last profile of a process that exited (a targets_exit_fn;
- * `arg` is the daemon_ctx). Its BPF counts are still there; /proc is not. */
-void views_snapshot_exited(void *arg, pid_t pid, const char *comm, const struct proc_maps *maps);
+/* Keeps the last profile of a target that exited or was let go (a
+ * targets_farewell_fn; `arg` is the daemon_ctx), with why and what
+ * heapprofd cost it in its comments. Its BPF counts are still there; /proc
+ * may not be. */
+void views_keep_last_profile(void *arg, const struct target_farewell *f);
 
 #endif

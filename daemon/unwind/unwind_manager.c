@@ -2,6 +2,9 @@
  * unwind_manager.c - builds, shares and frees the unwind tables of profiled
  * processes' executable files (see unwind_manager.h).
  *
+ * A file's table outlives the last process that maps it by
+ * UNWIND_KEEP_UNUSED_NS, or until its rows are needed for another.
+ *
  * An update runs in five steps, the slow ones without the lock: (1) the
  * process's executable mappings and their files' keys are read; (2) under
  * the lock each file is found, or entered as `building` by the update that
@@ -42,6 +45,7 @@ struct unwind_file {
     uint32_t first_row;
     uint32_t nrows;
     unsigned refs;      /* process mappings (and updates under way) using it */
+    uint64_t unused_since_ns; /* CLOCK_MONOTONIC when the last one went (refs 0: kept) */
 };
 
 /* What one process was given. */
@@ -145,13 +149,36 @@ static void rows_free(struct unwind_manager *m, uint32_t first, uint32_t n)
     m->nfree++;
 }
 
+/* Frees the file in files[i], which nothing uses. Under the lock. */
+static void evict(struct unwind_manager *m, size_t i)
+{
+    struct unwind_file *f = m->files[i];
+    m->files[i] = NULL;
+    if (f->state == FILE_READY)
+        rows_free(m, f->first_row, f->nrows);
+    m->stats.files--;
+    free(f);
+}
+
+/* Frees the files nothing has used since before `before_ns` (all unused
+ * ones: UINT64_MAX). Under the lock. */
+static void evict_unused(struct unwind_manager *m, uint64_t before_ns)
+{
+    for (size_t i = 0; i < UNWIND_MAX_FILES; i++)
+        if (m->files[i] && m->files[i]->refs == 0 && m->files[i]->unused_since_ns < before_ns)
+            evict(m, i);
+}
+
 /* The entry of `key` with a reference taken, entered as FILE_BUILDING
  * (*fresh set) if there is none; NULL if the table of files is full (or
- * memory is). Under the lock. */
+ * memory is). Files unused for UNWIND_KEEP_UNUSED_NS go first. Under the
+ * lock. */
 static struct unwind_file *get_file(struct unwind_manager *m, const char *key, int *fresh)
 {
     ssize_t empty = -1;
+    uint64_t now = monotonic_ns();
     *fresh = 0;
+    evict_unused(m, now > UNWIND_KEEP_UNUSED_NS ? now - UNWIND_KEEP_UNUSED_NS : 0);
     for (size_t i = 0; i < UNWIND_MAX_FILES; i++) {
         if (m->files[i] && strcmp(m->files[i]->key, key) == 0) {
             m->files[i]->refs++;
@@ -172,21 +199,19 @@ static struct unwind_file *get_file(struct unwind_manager *m, const char *key, i
     return f;
 }
 
-/* Drops one reference; the last one frees the file's rows. Under the lock. */
+/* Drops one reference. A file the last process let go of keeps its table
+ * for a while (a short-lived program that runs again finds it built),
+ * unless it has none. Under the lock. */
 static void put_file(struct unwind_manager *m, struct unwind_file *f)
 {
     if (--f->refs > 0)
         return;
-    for (size_t i = 0; i < UNWIND_MAX_FILES; i++) {
-        if (m->files[i] == f) {
-            m->files[i] = NULL;
-            break;
-        }
-    }
+    f->unused_since_ns = monotonic_ns();
     if (f->state == FILE_READY)
-        rows_free(m, f->first_row, f->nrows);
-    m->stats.files--;
-    free(f);
+        return;
+    for (size_t i = 0; i < UNWIND_MAX_FILES; i++)
+        if (m->files[i] == f)
+            evict(m, i);
 }
 
 /* Builds the table of `f` from `path` and writes its rows, then marks it
@@ -202,7 +227,12 @@ static void build_file(struct unwind_manager *m, struct unwind_file *f, const ch
     pthread_mutex_lock(&m->lock);
     m->stats.build_ns += took;
     m->stats.build_failures += e != 0;
-    if (e == 0 && (t.n == 0 || t.n > UINT32_MAX || rows_alloc(m, (uint32_t)t.n, &first) != 0)) {
+    int no_room = e == 0 && t.n > 0 && t.n <= UINT32_MAX && rows_alloc(m, (uint32_t)t.n, &first);
+    if (no_room) {
+        evict_unused(m, UINT64_MAX); /* tables kept for no process make room first */
+        no_room = rows_alloc(m, (uint32_t)t.n, &first);
+    }
+    if (e == 0 && (t.n == 0 || t.n > UINT32_MAX || no_room)) {
         m->stats.rows_full += t.n != 0;
         e = -ENOSPC;
     }

@@ -4,7 +4,10 @@
  * per file, shared by every process that maps it, keyed by build ID or
  * else device and inode), places it in the shared rows array, and gives
  * each process the sorted list of its mappings with tables. A file no
- * process maps any more has its rows freed.
+ * process maps any more keeps its rows UNWIND_KEEP_UNUSED_NS, so that a
+ * short-lived program started again (a batch job, a CLI tool under a
+ * target rule) is attached without building its tables again, or until
+ * another table needs the room.
  *
  * A file whose table cannot be built or does not fit is unwound by frame
  * pointers (counted in /metrics); a process whose maps change (dlopen,
@@ -30,6 +33,11 @@
 /* Distinct files with tables at once. */
 #define UNWIND_MAX_FILES 4096
 
+/* How long a table no process uses is kept: building libc's takes ~5-30 ms
+ * here (tests/bench/unwind_table_bench), which an exec-time attach would
+ * otherwise pay at every start of a program that runs often. */
+#define UNWIND_KEEP_UNUSED_NS (60 * 1000000000ull)
+
 struct unwind_file;
 struct unwind_process;
 
@@ -41,7 +49,7 @@ struct unwind_stats {
     uint64_t update_errors;      /* processes whose tables could not all be given (see update) */
     uint64_t build_ns;           /* total time spent building */
     size_t rows_used;            /* rows in use now */
-    size_t files;                /* files with tables now */
+    size_t files;                /* files with tables now (some kept for no process) */
 };
 
 struct unwind_manager {

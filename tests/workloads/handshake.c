@@ -23,22 +23,30 @@ static void write_all(int fd, const char *buf, size_t len)
     }
 }
 
-void handshake_ready(void)
+void handshake_say_pid(const char *word, long pid)
 {
-    char line[32] = "ready ";
-    char digits[16];
-    size_t nd = 0;
-    unsigned long pid = (unsigned long)getpid();
+    char line[64];
+    char digits[24];
+    size_t nd = 0, len = strlen(word);
+    unsigned long v = (unsigned long)pid;
 
+    if (len > sizeof(line) - sizeof(digits) - 2)
+        handshake_die("handshake: word too long");
+    memcpy(line, word, len);
+    line[len++] = ' ';
     do {
-        digits[nd++] = (char)('0' + pid % 10);
-        pid /= 10;
-    } while (pid > 0);
-    size_t len = strlen(line);
+        digits[nd++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v > 0);
     while (nd > 0)
         line[len++] = digits[--nd];
     line[len++] = '\n';
     write_all(STDOUT_FILENO, line, len);
+}
+
+void handshake_ready(void)
+{
+    handshake_say_pid("ready", (long)getpid());
 }
 
 int handshake_wait_line(void)

@@ -16,6 +16,9 @@
 /* Writes "ready <pid>\n" to stdout. */
 void handshake_ready(void);
 
+/* Writes "<word> <pid>\n" to stdout (a child's pid, say). */
+void handshake_say_pid(const char *word, long pid);
+
 /* Blocks until a whole line arrives on stdin; returns 1 for a line, 0 at EOF. */
 int handshake_wait_line(void);
 

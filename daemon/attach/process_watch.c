@@ -1,0 +1,455 @@
+/*
+ * process_watch.c - the threads that act on process lifetimes (see
+ * process_watch.h): the attacher takes the kernel's events and runs the
+ * 1 s rule scan; the reaper keeps the last profiles of exited targets and
+ * lets go of those nothing holds.
+ *
+ * An exec is attached once the new program's libraries are loaded: the
+ * attacher retries every millisecond (PENDING_POLL_MS) while the dynamic
+ * linker says it is still loading (targets_hold(), just_exec_d). A child
+ * is attached FORK_GRACE_NS after its fork unless it execs first: a
+ * fork+exec (a shell running a command) is a new program, which pays
+ * nothing for its parent's probes once it has exec'd.
+ */
+#include "process_watch.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "clock.h"
+#include "process_events.h"
+#include "proc_info.h"
+
+/* Processes waiting to be attached at once (exec'd, forked): a burst
+ * larger than this waits for the 1 s scan. */
+#define PENDING_MAX 256
+/* How often a waiting process is looked at again. */
+#define PENDING_POLL_MS 1
+/* How long an exec'd process may keep its dynamic linker busy before it is
+ * attached on what is loaded so far (a linker that never says it is done,
+ * a program that dlopens in its constructors). */
+#define EXEC_SETTLE_MAX_NS (200 * 1000000ull)
+/* How long a child may take to exec before it is followed as a fork. */
+#define FORK_GRACE_NS (5 * 1000000ull)
+/* How often the rules are matched against /proc, exited and exec'd targets
+ * looked for, and idle ones let go. */
+#define SCAN_INTERVAL_NS (1000 * 1000000ull)
+/* Exits the reaper has not yet handled: the watch list's size. */
+#define EXITS_MAX HP_MAX_WATCHED
+/* Processes whose attach failed, remembered so a rule does not retry them
+ * every second (a kernel thread named like a target, a process without
+ * malloc). */
+#define FAILED_MEMORY 256
+
+/* A process to attach once it is ready. */
+struct pending {
+    pid_t pid;
+    pid_t parent;          /* a forked child's parent (0: an exec) */
+    uint64_t event_ns;     /* its exec or fork */
+    uint64_t not_before_ns; /* a child: its fork plus the grace */
+    struct holders holders;
+};
+
+struct process_watch {
+    struct targets *targets;
+    struct process_events *events; /* NULL: the scan alone */
+    pthread_mutex_t lock;          /* the rules, the exit queue, the stats, stopping */
+    pthread_cond_t wake_reaper;
+    struct target_rule_set rules; /* under lock */
+    pid_t exits[EXITS_MAX];       /* under lock */
+    size_t nexits;                /* under lock */
+    struct process_watch_stats stats; /* under lock */
+    int stopping;                     /* under lock */
+    /* The attacher's own. */
+    struct pending pending[PENDING_MAX];
+    size_t npending;
+    struct {
+        pid_t pid;
+        uint64_t start_time;
+    } failed[FAILED_MEMORY];
+    size_t next_failed;
+    pthread_t attacher, reaper;
+};
+
+/* Adds to a counter of the stats. */
+static void count(struct process_watch *w, uint64_t *counter, uint64_t n)
+{
+    pthread_mutex_lock(&w->lock);
+    *counter += n;
+    pthread_mutex_unlock(&w->lock);
+}
+
+/* Whether a target rule matches `pid`. */
+static bool rule_matches(struct process_watch *w, pid_t pid)
+{
+    pthread_mutex_lock(&w->lock);
+    bool m = target_rules_any(&w->rules) && target_rules_match(&w->rules, pid);
+    pthread_mutex_unlock(&w->lock);
+    return m;
+}
+
+/* Whether the attach of this very process failed before. */
+static bool failed_before(struct process_watch *w, pid_t pid, uint64_t start_time)
+{
+    for (size_t i = 0; i < FAILED_MEMORY; i++)
+        if (w->failed[i].pid == pid && w->failed[i].start_time == start_time)
+            return true;
+    return false;
+}
+
+/* Remembers a process whose attach for a rule failed, saying why once. */
+static void remember_failure(struct process_watch *w, pid_t pid, const char *err)
+{
+    uint64_t start_time;
+    if (proc_start_time(pid, &start_time) != 0 || failed_before(w, pid, start_time))
+        return;
+    fprintf(stderr, "heapprofd: pid %d matches a target rule but: %s\n", (int)pid, err);
+    w->failed[w->next_failed].pid = pid;
+    w->failed[w->next_failed].start_time = start_time;
+    w->next_failed = (w->next_failed + 1) % FAILED_MEMORY;
+}
+
+/* Queues `pid` to attach once ready; a full queue leaves it to the scan. */
+static void add_pending(struct process_watch *w, const struct pending *p)
+{
+    for (size_t i = 0; i < w->npending; i++)
+        if (w->pending[i].pid == p->pid) {
+            holders_merge(&w->pending[i].holders, &p->holders);
+            return;
+        }
+    if (w->npending < PENDING_MAX)
+        w->pending[w->npending++] = *p;
+}
+
+/* An exec: a target is attached afresh to its new program (an exec ends a
+ * fork hold), and a process a rule matches is attached. */
+static void on_exec(struct process_watch *w, const struct hp_proc_event *ev)
+{
+    pid_t pid = (pid_t)ev->pid;
+    struct pending p = {.pid = pid, .event_ns = ev->time_ns};
+    count(w, &w->stats.execs, 1);
+    for (size_t i = 0; i < w->npending; i++)
+        if (w->pending[i].pid == pid) {
+            holders_drop(&w->pending[i].holders, HOLD_FORK);
+            p.holders = w->pending[i].holders; /* re-queued below as an exec */
+            w->pending[i] = w->pending[--w->npending];
+            break;
+        }
+    struct holders kept;
+    if (targets_exec_d(w->targets, pid, ev->time_ns, &kept))
+        holders_merge(&p.holders, &kept);
+    else
+        targets_release(w->targets, pid, HOLD_FORK); /* attached after the exec, as a child */
+    holders_drop(&p.holders, HOLD_FORK);
+    if (rule_matches(w, pid))
+        holders_add(&p.holders, HOLD_RULE, HOLD_FOREVER);
+    if (holders_held(&p.holders, monotonic_ns()))
+        add_pending(w, &p);
+}
+
+/* A fork of a watched process: the child is followed, held as its parent. */
+static void on_fork(struct process_watch *w, const struct hp_proc_event *ev)
+{
+    struct holders parent;
+    count(w, &w->stats.forks, 1);
+    uint64_t now = monotonic_ns();
+    struct pending p = {.pid = (pid_t)ev->pid, .parent = (pid_t)ev->ppid,
+                        .event_ns = ev->time_ns, .not_before_ns = ev->time_ns + FORK_GRACE_NS};
+    if (targets_holders_of(w->targets, p.parent, &parent))
+        p.holders = holders_for_child(&parent, now);
+    if (holders_held(&p.holders, now))
+        add_pending(w, &p);
+    else if (w->events)
+        process_events_unwatch(w->events, p.pid); /* its parent is no longer profiled */
+}
+
+/* Queues an exit for the reaper. */
+static void on_exit_event(struct process_watch *w, const struct hp_proc_event *ev)
+{
+    pthread_mutex_lock(&w->lock);
+    w->stats.exits++;
+    if (w->nexits < EXITS_MAX)
+        w->exits[w->nexits++] = (pid_t)ev->pid; /* else the reaper's scan finds it */
+    pthread_cond_signal(&w->wake_reaper);
+    pthread_mutex_unlock(&w->lock);
+}
+
+static void on_event(void *arg, const struct hp_proc_event *ev)
+{
+    struct process_watch *w = arg;
+    switch (ev->type) {
+    case HP_EVENT_EXEC:
+        on_exec(w, ev);
+        break;
+    case HP_EVENT_FORK:
+        on_fork(w, ev);
+        break;
+    case HP_EVENT_EXIT:
+        on_exit_event(w, ev);
+        break;
+    default:
+        break;
+    }
+}
+
+/* What became of a pending attach: counted, and said where it failed. */
+static void finish_pending(struct process_watch *w, const struct pending *p, int e,
+                           const char *err)
+{
+    uint64_t delay = monotonic_ns() - p->event_ns;
+    if (e == 0 && p->parent) {
+        count(w, &w->stats.forks_attached, 1);
+    } else if (e == 0) {
+        pthread_mutex_lock(&w->lock);
+        w->stats.exec_attached++;
+        w->stats.exec_attach_delay_ns += delay;
+        pthread_mutex_unlock(&w->lock);
+    } else if (e == -ESRCH) {
+        /* gone already */
+    } else if (p->parent) {
+        char why[512];
+        count(w, &w->stats.forks_unprofiled, 1);
+        targets_note_unprofiled_fork(w->targets, p->parent);
+        int scrubbed = targets_scrub_inherited(w->targets, p->pid, why, sizeof(why));
+        fprintf(stderr, "heapprofd: pid %d, forked by profiled pid %d, is not profiled: %s; %s%s\n",
+                (int)p->pid, (int)p->parent, err,
+                scrubbed == 0 ? "the probes it inherited were taken out"
+                              : "it runs with the probes it inherited, unprofiled: ",
+                scrubbed == 0 ? "" : why);
+    } else if (e != -ENOSPC && holders_holds(&p->holders, HOLD_RULE, 0)) {
+        remember_failure(w, p->pid, err); /* over the cap: the scan retries */
+    } else if (e != -ENOSPC) {
+        fprintf(stderr, "heapprofd: pid %d after exec: %s\n", (int)p->pid, err);
+    }
+    if (e && e != -ESRCH && w->events)
+        process_events_unwatch(w->events, p->pid);
+}
+
+/* Attaches the pending processes whose time has come: an exec'd one once
+ * its libraries are loaded (or EXEC_SETTLE_MAX_NS passed), a child after
+ * its grace. */
+static void attach_pending(struct process_watch *w)
+{
+    for (size_t i = 0; i < w->npending;) {
+        struct pending *p = &w->pending[i];
+        uint64_t now = monotonic_ns();
+        if (now < p->not_before_ns) {
+            i++;
+            continue;
+        }
+        char err[512] = "";
+        bool settle = now - p->event_ns < EXEC_SETTLE_MAX_NS;
+        struct hold_request how = {.event_ns = p->event_ns, .just_exec_d = settle};
+        int e = holders_held(&p->holders, now)
+                    ? targets_hold_set(w->targets, p->pid, &p->holders, &how, err, sizeof(err))
+                    : -ESRCH; /* its holds ended while it waited */
+        if (e == -EAGAIN && settle) {
+            i++;
+            continue;
+        }
+        finish_pending(w, p, e, err);
+        w->pending[i] = w->pending[--w->npending];
+    }
+}
+
+/* Whether `pid` waits in the pending list (the scan leaves it be). */
+static bool is_pending(struct process_watch *w, pid_t pid)
+{
+    for (size_t i = 0; i < w->npending; i++)
+        if (w->pending[i].pid == pid)
+            return true;
+    return false;
+}
+
+/* The scan's callback: holds a process a rule matched. */
+static void attach_matching(pid_t pid, void *arg)
+{
+    struct process_watch *w = arg;
+    uint64_t start_time;
+    struct holders h;
+    char err[512];
+    if (is_pending(w, pid) || proc_start_time(pid, &start_time) != 0 ||
+        failed_before(w, pid, start_time))
+        return;
+    bool was_target = targets_holders_of(w->targets, pid, &h);
+    if (was_target && holders_holds(&h, HOLD_RULE, 0))
+        return;
+    struct hold_request how = {.kind = HOLD_RULE, .until_ns = HOLD_FOREVER};
+    int e = targets_hold(w->targets, pid, &how, err, sizeof(err));
+    if (e == 0 && !was_target)
+        count(w, &w->stats.scan_attached, 1);
+    /* Over the cap (-ENOSPC): not remembered, so retried at each scan and
+     * attached once a slot frees. No allocator yet (-ENOENT): a process
+     * matched right after exec has no libc mapped until the dynamic linker
+     * runs, so it is retried too. */
+    if (e && e != -ENOSPC && e != -ENOENT && e != -ESRCH)
+        remember_failure(w, pid, err);
+}
+
+/* Matches the rules against /proc: what the events missed (a full ring
+ * buffer, no event source, processes older than the daemon). */
+static void scan_rules(struct process_watch *w)
+{
+    struct target_rule_set rules;
+    pthread_mutex_lock(&w->lock);
+    int e = target_rules_copy(&rules, &w->rules);
+    pthread_mutex_unlock(&w->lock);
+    if (e == 0)
+        target_rules_scan(&rules, attach_matching, w);
+    target_rules_free(&rules);
+}
+
+static bool is_stopping(struct process_watch *w)
+{
+    pthread_mutex_lock(&w->lock);
+    bool s = w->stopping;
+    pthread_mutex_unlock(&w->lock);
+    return s;
+}
+
+/* The attacher: events, waiting processes, the scan. */
+static void *attacher_main(void *arg)
+{
+    struct process_watch *w = arg;
+    uint64_t next_scan = monotonic_ns() + SCAN_INTERVAL_NS;
+    while (!is_stopping(w)) {
+        /* Short waits while a process waits for its linker; 100 ms bounds
+         * how long a stop takes. */
+        int timeout_ms = w->npending ? PENDING_POLL_MS : 100;
+        if (w->events) {
+            process_events_poll(w->events, timeout_ms, on_event, w);
+        } else {
+            struct timespec ts = {0, timeout_ms * 1000000L};
+            nanosleep(&ts, NULL);
+        }
+        attach_pending(w);
+        if (monotonic_ns() >= next_scan) {
+            scan_rules(w);
+            next_scan = monotonic_ns() + SCAN_INTERVAL_NS;
+        }
+    }
+    return NULL;
+}
+
+/* The reaper: exits as they come, and each second exited, exec'd and idle
+ * targets. */
+static void *reaper_main(void *arg)
+{
+    struct process_watch *w = arg;
+    pid_t exits[EXITS_MAX];
+    uint64_t next_tick = monotonic_ns() + SCAN_INTERVAL_NS;
+    pthread_mutex_lock(&w->lock);
+    while (!w->stopping) {
+        if (w->nexits == 0) {
+            struct timespec until = {.tv_sec = (time_t)(next_tick / 1000000000u),
+                                     .tv_nsec = (long)(next_tick % 1000000000u)};
+            pthread_cond_timedwait(&w->wake_reaper, &w->lock, &until);
+        }
+        size_t n = w->nexits;
+        memcpy(exits, w->exits, n * sizeof(exits[0]));
+        w->nexits = 0;
+        pthread_mutex_unlock(&w->lock);
+        for (size_t i = 0; i < n; i++)
+            targets_exited(w->targets, exits[i]);
+        uint64_t now = monotonic_ns();
+        if (now >= next_tick) {
+            targets_reap(w->targets);
+            targets_expire(w->targets, now);
+            next_tick = monotonic_ns() + SCAN_INTERVAL_NS;
+        }
+        pthread_mutex_lock(&w->lock);
+    }
+    pthread_mutex_unlock(&w->lock);
+    return NULL;
+}
+
+int process_watch_start(struct process_watch **out, struct targets *targets,
+                        const struct target_rule_set *rules, struct process_events *events)
+{
+    struct process_watch *w = calloc(1, sizeof(*w));
+    if (!w) {
+        process_events_close(events);
+        return -ENOMEM;
+    }
+    w->targets = targets;
+    w->events = events;
+    w->stats.events_on = events != NULL;
+    pthread_mutex_init(&w->lock, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&w->wake_reaper, &ca);
+    pthread_condattr_destroy(&ca);
+    int e = process_watch_set_rules(w, rules);
+    if (e == 0) {
+        /* The processes running now are attached before the daemon serves. */
+        scan_rules(w);
+        if (events)
+            process_events_report_all_execs(events, target_rules_any(rules));
+        e = -pthread_create(&w->attacher, NULL, attacher_main, w);
+    }
+    if (e == 0 && (e = -pthread_create(&w->reaper, NULL, reaper_main, w)) != 0) {
+        pthread_mutex_lock(&w->lock);
+        w->stopping = 1;
+        pthread_mutex_unlock(&w->lock);
+        pthread_join(w->attacher, NULL);
+    }
+    if (e) {
+        target_rules_free(&w->rules);
+        process_events_close(events);
+        free(w);
+        return e;
+    }
+    *out = w;
+    return 0;
+}
+
+void process_watch_stop(struct process_watch *w)
+{
+    if (!w)
+        return;
+    pthread_mutex_lock(&w->lock);
+    w->stopping = 1;
+    pthread_cond_signal(&w->wake_reaper);
+    pthread_mutex_unlock(&w->lock);
+    pthread_join(w->attacher, NULL);
+    pthread_join(w->reaper, NULL);
+    /* The targets go after this, with the events that watch them. */
+    w->targets->events = NULL;
+    process_events_close(w->events);
+    target_rules_free(&w->rules);
+    pthread_cond_destroy(&w->wake_reaper);
+    pthread_mutex_destroy(&w->lock);
+    free(w);
+}
+
+int process_watch_set_rules(struct process_watch *w, const struct target_rule_set *rules)
+{
+    struct target_rule_set copy;
+    int e = target_rules_copy(&copy, rules);
+    if (e)
+        return e;
+    pthread_mutex_lock(&w->lock);
+    target_rules_free(&w->rules);
+    w->rules = copy;
+    pthread_mutex_unlock(&w->lock);
+    if (w->events)
+        process_events_report_all_execs(w->events, target_rules_any(rules));
+    return 0;
+}
+
+void process_watch_stats(struct process_watch *w, struct process_watch_stats *out)
+{
+    pthread_mutex_lock(&w->lock);
+    *out = w->stats;
+    pthread_mutex_unlock(&w->lock);
+    if (w->events) {
+        struct process_events_stats es;
+        process_events_stats(w->events, &es);
+        out->events_lost = es.lost;
+        out->watch_full = es.watch_full;
+    }
+}

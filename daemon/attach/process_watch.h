@@ -1,0 +1,61 @@
+/*
+ * process_watch.h - acts on process lifetimes, so that profiling costs
+ * only while someone asks and starts with a process's first allocations:
+ *
+ * - an exec that a target rule matches is attached as soon as the new
+ *   program's dynamic linker has loaded its libraries (~1 ms after the
+ *   exec), not at the next scan; a target that exec'd is attached afresh;
+ * - a child forked by a target is attached as soon as it exists, held as
+ *   long as its parent was (it inherits its parent's probes and pays for
+ *   them either way); a child that cannot be (--max-targets) is logged and
+ *   counted on its parent;
+ * - a target's exit keeps its last profile at once;
+ * - every second: the rules are matched against /proc (what events
+ *   missed), exited and exec'd targets are found, targets that nothing
+ *   holds any more are let go (--idle-detach).
+ *
+ * Two threads: one attaches (events, the scan), one detaches (exits,
+ * expiry), so that a detach, which waits for RCU, never delays an attach.
+ * Without the event source (a kernel without BTF tracepoints) the scan
+ * does it all, once a second, as before.
+ */
+#ifndef HEAPPROF_PROCESS_WATCH_H
+#define HEAPPROF_PROCESS_WATCH_H
+
+#include <stdint.h>
+
+#include "target_rules.h"
+#include "targets.h"
+
+struct process_watch;
+struct process_events;
+
+/* What the watch has seen and done (counters since start). */
+struct process_watch_stats {
+    uint64_t execs, forks, exits;   /* events received */
+    uint64_t events_lost;           /* dropped by a full ring buffer */
+    uint64_t watch_full;            /* processes the kernel could not watch */
+    uint64_t exec_attached;         /* rule matches attached on their exec event */
+    uint64_t exec_attach_delay_ns;  /* the sum of their delays from exec to attached */
+    uint64_t scan_attached;         /* rule matches the 1 s scan attached (events missed them) */
+    uint64_t forks_attached;        /* children of targets attached */
+    uint64_t forks_unprofiled;      /* children of targets that could not be */
+    int events_on;                  /* 1 if the event source runs */
+};
+
+/*
+ * Starts watching for `targets` with `rules` (copied) and `events` (NULL:
+ * none; the watch owns it from here). 0, or -errno.
+ */
+int process_watch_start(struct process_watch **out, struct targets *targets,
+                        const struct target_rule_set *rules, struct process_events *events);
+
+/* Stops both threads and frees the watch (and the event source). */
+void process_watch_stop(struct process_watch *w);
+
+/* Takes new rules (SIGHUP); -ENOMEM keeps the old ones. */
+int process_watch_set_rules(struct process_watch *w, const struct target_rule_set *rules);
+
+void process_watch_stats(struct process_watch *w, struct process_watch_stats *out);
+
+#endif

@@ -1,0 +1,70 @@
+/*
+ * target_slot.h - one profiled process as the target table keeps it, and
+ * what the attaching side (targets.c) and the detaching side
+ * (targets_detach.c) share. Private to those two files.
+ */
+#ifndef HEAPPROF_TARGET_SLOT_H
+#define HEAPPROF_TARGET_SLOT_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "holders.h"
+#include "probe_links.h"
+#include "proc_maps.h"
+#include "targets.h"
+
+/* One profiled process. */
+struct target {
+    pid_t pid;
+    uint64_t start_time;
+    uint64_t attached_ns; /* CLOCK_MONOTONIC when this daemon attached or adopted it */
+    char comm[17];
+    char allocator[256];
+    struct probe_links probes;
+    int attaching; /* its attach runs outside the lock: not profiled yet */
+    int detaching; /* its slot stays taken until the probes are gone */
+    size_t nfuncs;   /* functions probed */
+    size_t emulated; /* of which on an instruction the kernel emulates */
+    /* What tells an exec: the executable's file, and the file mapped where
+     * malloc was (another program, or the same one placed elsewhere). */
+    dev_t exe_dev;
+    ino_t exe_ino;
+    uint64_t malloc_addr;
+    uint64_t malloc_inode;
+    struct proc_maps last_maps; /* as of the last scan: what its last profile names frames by */
+    struct holders holders;     /* why it is profiled; under the lock */
+    uint64_t attach_delay_ns;   /* from its exec or fork event to attached (0: no event) */
+    uint64_t cpu_ns_at_attach;  /* the process's CPU time when attached */
+    uint64_t cpu_ns_last;       /* and as last read (an exited process's is gone) */
+    uint64_t forks_unprofiled;  /* children it forked that could not be attached */
+    enum target_end end;        /* set with `detaching`: why it goes */
+    int keep_profile;           /* set with `detaching`: keep its last profile first */
+};
+
+/* Destroys the probes of `tg` and forgets its BPF state (unless
+ * `keep_state`), keeping `tg` itself. Slow (each probe's removal waits for
+ * RCU): call it without the lock. Returns how long the probes took. */
+uint64_t target_release_probes(struct targets *t, struct target *tg, int keep_state);
+
+/* Frees a target whose probes are gone. */
+void target_free(struct target *tg);
+
+/* Under the lock (or owning a detaching `tg`): a copy of `tg` for callers,
+ * all but the counters that need a system call. */
+void target_info_copy(const struct target *tg, struct target_info *out);
+
+/* Without the lock: the probe hits of image slot `slot` and the CPU time
+ * the process has used since attach, into `out` (filled by
+ * target_info_copy()). */
+void target_info_count(struct targets *t, size_t slot, struct target_info *out);
+
+/* Under the lock: detaches the target in `slot` at once, its pid now
+ * naming another process (targets_detach.c). */
+void targets_detach_reused(struct targets *t, size_t slot);
+
+/* Gives process `pid` its unwind tables, saying why when it cannot (its
+ * stacks are then walked by frame pointers where there are no tables). */
+void target_update_unwind_tables(struct targets *t, pid_t pid);
+
+#endif

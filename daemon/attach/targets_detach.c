@@ -1,0 +1,315 @@
+/*
+ * targets_detach.c - the target table's detaching side: lets go of
+ * processes that exited, exec'd, or that nothing holds any more, keeping
+ * the last profile of those that exited or went idle first (see
+ * targets.h). The probes' removal waits for RCU, tens of ms, so it runs
+ * outside the lock with the slot kept taken (`detaching`), and requests
+ * for the pid wait on `changed` until it is done.
+ */
+#include "targets.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "clock.h"
+#include "process_events.h"
+#include "proc_info.h"
+#include "target_slot.h"
+
+/* Whether the process in `tg` is no longer the program we attached to:
+ * another executable, or malloc's code no longer where it was (exec).
+ * Keeps the maps it reads as the target's last ones. */
+static int has_exec_d(struct target *tg)
+{
+    dev_t dev = 0;
+    ino_t ino = 0;
+    if (proc_exe_identity(tg->pid, &dev, &ino) == 0 && tg->exe_ino &&
+        (dev != tg->exe_dev || ino != tg->exe_ino))
+        return 1;
+    struct proc_maps maps;
+    if (proc_maps_read(tg->pid, &maps) != 0)
+        return 0; /* gone: the reaper's start time check deals with it */
+    if (maps.n == 0) {
+        proc_maps_free(&maps);
+        return 0; /* exiting: its memory is gone, the last maps stay */
+    }
+    const struct proc_mapping *m = proc_maps_find(&maps, tg->malloc_addr);
+    int moved = !m || m->inode != tg->malloc_inode;
+    proc_maps_free(&tg->last_maps);
+    tg->last_maps = maps;
+    return moved;
+}
+
+uint64_t target_release_probes(struct targets *t, struct target *tg, int keep_state)
+{
+    uint64_t t0 = monotonic_ns();
+    probe_links_release(&tg->probes);
+    uint64_t took = monotonic_ns() - t0; /* the probes; forgetting the counts is not detaching */
+    if (t->events)
+        process_events_unwatch(t->events, tg->pid);
+    int e = keep_state ? 0 : bpf_state_forget_process(t->bpf, (uint32_t)tg->pid);
+    if (e)
+        fprintf(stderr, "heapprofd: pid %d: deleting its BPF entries: %s (some stay in the maps)\n",
+                (int)tg->pid, strerror(-e));
+    if (t->unwind)
+        unwind_manager_forget(t->unwind, tg->pid);
+    return took;
+}
+
+void target_free(struct target *tg)
+{
+    proc_maps_free(&tg->last_maps);
+    free(tg);
+}
+
+void targets_detach_reused(struct targets *t, size_t slot)
+{
+    struct target *tg = t->slot[slot];
+    t->last_detach_ns = target_release_probes(t, tg, 0);
+    target_free(tg);
+    t->slot[slot] = NULL;
+    t->detached_total++;
+    bpf_state_persist_target(t->bpf, (uint32_t)slot, 0, 0, 0);
+}
+
+void targets_destroy(struct targets *t, int keep_state)
+{
+    pthread_mutex_lock(&t->lock);
+    for (size_t i = 0; i < HP_MAX_TARGETS; i++) {
+        struct target *tg = t->slot[i];
+        if (!tg)
+            continue;
+        if (keep_state) {
+            target_release_probes(t, tg, 1);
+            target_free(tg);
+            t->slot[i] = NULL;
+        } else {
+            targets_detach_reused(t, i);
+        }
+    }
+    pthread_mutex_unlock(&t->lock);
+    pthread_cond_destroy(&t->changed);
+    pthread_mutex_destroy(&t->lock);
+}
+
+/* Under the lock: marks the target in `slot` as going, for `end`. */
+static void mark(struct targets *t, size_t slot, enum target_end end, int keep_profile)
+{
+    struct target *tg = t->slot[slot];
+    tg->detaching = 1;
+    tg->end = end;
+    tg->keep_profile = keep_profile && t->on_farewell && tg->last_maps.n;
+}
+
+/* Keeps the last profile of `tg`, in `slot`, which is going (no lock:
+ * its slot is marked, no one else touches it). */
+static void say_farewell(struct targets *t, size_t slot, struct target *tg, uint64_t idle_ns,
+                         uint64_t ns_per_hit)
+{
+    struct target_info info;
+    target_info_copy(tg, &info);
+    info.ns_per_hit = ns_per_hit;
+    target_info_count(t, slot, &info);
+    struct target_farewell f = {
+        .pid = tg->pid,
+        .start_time = tg->start_time,
+        .comm = tg->comm,
+        .maps = &tg->last_maps,
+        .end = tg->end,
+        .idle_ns = idle_ns,
+        .info = &info,
+    };
+    t->on_farewell(t->on_farewell_arg, &f);
+}
+
+/*
+ * Lets go of the `n` targets in `slots`, marked under the lock: keeps the
+ * last profile of those marked so while their counts are still in the
+ * maps, removes the probes, then frees the slots. Requests go on
+ * meanwhile; the targets are freed only once their slots are cleared,
+ * since until then requests read them under the lock to see that they
+ * are detaching (ASan found targets_list() reading a freed one).
+ */
+static void let_go(struct targets *t, const size_t *slots, size_t n)
+{
+    if (n == 0)
+        return;
+    uint64_t took = 0, idle_ns, ns_per_hit;
+    pthread_mutex_lock(&t->lock);
+    idle_ns = t->idle_ns;
+    ns_per_hit = t->ns_per_hit;
+    pthread_mutex_unlock(&t->lock);
+    for (size_t k = 0; k < n; k++) {
+        struct target *tg = t->slot[slots[k]];
+        if (tg->keep_profile)
+            say_farewell(t, slots[k], tg, idle_ns, ns_per_hit);
+        took = target_release_probes(t, tg, 0);
+    }
+    pthread_mutex_lock(&t->lock);
+    for (size_t k = 0; k < n; k++) {
+        struct target *tg = t->slot[slots[k]];
+        t->idle_detached_total += tg->end == END_IDLE;
+        target_free(tg);
+        t->slot[slots[k]] = NULL;
+        t->detached_total++;
+        t->last_detach_ns = took;
+        bpf_state_persist_target(t->bpf, (uint32_t)slots[k], 0, 0, 0);
+    }
+    pthread_cond_broadcast(&t->changed);
+    pthread_mutex_unlock(&t->lock);
+}
+
+/* Under the lock: marks the targets that exited or exec'd as going, into
+ * gone[] (their slots), and those that exec'd with their holders into
+ * exec_d[] and kept[]; refreshes the CPU time of the rest. */
+static size_t mark_gone(struct targets *t, size_t *gone, pid_t *exec_d, struct holders *kept,
+                        size_t *nexec)
+{
+    size_t n = 0;
+    *nexec = 0;
+    for (size_t i = 0; i < HP_MAX_TARGETS; i++) {
+        struct target *tg = t->slot[i];
+        uint64_t start_time;
+        if (!tg || tg->detaching || tg->attaching)
+            continue;
+        int exited = proc_start_time(tg->pid, &start_time) != 0 || start_time != tg->start_time;
+        int exec = !exited && has_exec_d(tg);
+        if (exec) {
+            kept[*nexec] = tg->holders;
+            exec_d[(*nexec)++] = tg->pid;
+        }
+        if (exited || exec) {
+            mark(t, i, exec ? END_EXEC : END_EXITED, exited);
+            gone[n++] = i;
+        } else {
+            proc_cpu_time_ns(tg->pid, &tg->cpu_ns_last);
+        }
+    }
+    return n;
+}
+
+void targets_reap(struct targets *t)
+{
+    size_t gone[HP_MAX_TARGETS], nexec;
+    pid_t exec_d[HP_MAX_TARGETS];
+    struct holders *kept = calloc(HP_MAX_TARGETS, sizeof(*kept));
+    if (!kept)
+        return; /* the next scan tries again */
+    pthread_mutex_lock(&t->lock);
+    size_t n = mark_gone(t, gone, exec_d, kept, &nexec);
+    pthread_mutex_unlock(&t->lock);
+    let_go(t, gone, n);
+
+    pid_t live[HP_MAX_TARGETS];
+    size_t nlive = 0;
+    pthread_mutex_lock(&t->lock);
+    for (size_t i = 0; i < HP_MAX_TARGETS; i++)
+        if (t->slot[i] && !t->slot[i]->detaching && !t->slot[i]->attaching)
+            live[nlive++] = t->slot[i]->pid;
+    pthread_mutex_unlock(&t->lock);
+
+    /* Libraries loaded with dlopen, or a new program after exec, get their
+     * tables here; unchanged processes cost one read of their maps. */
+    for (size_t k = 0; k < nlive; k++)
+        target_update_unwind_tables(t, live[k]);
+
+    /* A process that exec'd is a new program: attach to it afresh, held
+     * as it was. */
+    for (size_t k = 0; k < nexec; k++) {
+        char err[512];
+        struct hold_request how = {.just_exec_d = false}; /* a second after: loaded */
+        if (targets_hold_set(t, exec_d[k], &kept[k], &how, err, sizeof(err)) != 0) {
+            fprintf(stderr, "heapprofd: pid %d after exec: %s\n", (int)exec_d[k], err);
+            continue;
+        }
+        pthread_mutex_lock(&t->lock);
+        t->reattached_total++;
+        pthread_mutex_unlock(&t->lock);
+    }
+    free(kept);
+}
+
+size_t targets_expire(struct targets *t, uint64_t now_ns)
+{
+    size_t gone[HP_MAX_TARGETS], n = 0;
+    pthread_mutex_lock(&t->lock);
+    for (size_t i = 0; i < HP_MAX_TARGETS; i++) {
+        struct target *tg = t->slot[i];
+        if (tg && !tg->attaching && !tg->detaching && !holders_held(&tg->holders, now_ns)) {
+            mark(t, i, END_IDLE, 1);
+            gone[n++] = i;
+        }
+    }
+    pthread_mutex_unlock(&t->lock);
+    let_go(t, gone, n);
+    return n;
+}
+
+void targets_release(struct targets *t, pid_t pid, enum hold_kind kind)
+{
+    size_t gone[1], n = 0;
+    pthread_mutex_lock(&t->lock);
+    for (size_t i = 0; i < HP_MAX_TARGETS && n == 0; i++) {
+        struct target *tg = t->slot[i];
+        if (!tg || tg->pid != pid || tg->attaching || tg->detaching)
+            continue;
+        holders_drop(&tg->holders, kind);
+        /* The window's profile is what the caller kept: no other. */
+        if (!holders_held(&tg->holders, monotonic_ns())) {
+            mark(t, i, END_IDLE, 0);
+            gone[n++] = i;
+        }
+        break;
+    }
+    pthread_mutex_unlock(&t->lock);
+    let_go(t, gone, n);
+}
+
+void targets_exited(struct targets *t, pid_t pid)
+{
+    size_t gone[1], n = 0;
+    pthread_mutex_lock(&t->lock);
+restart:
+    for (size_t i = 0; i < HP_MAX_TARGETS; i++) {
+        struct target *tg = t->slot[i];
+        uint64_t start_time;
+        if (!tg || tg->pid != pid)
+            continue;
+        if (tg->attaching || tg->detaching) {
+            /* Its attach fails on its own; its farewell is under way: wait
+             * for it, so a request after the exit finds the kept profile. */
+            pthread_cond_wait(&t->changed, &t->lock);
+            goto restart;
+        }
+        if (proc_start_time(pid, &start_time) == 0 && start_time == tg->start_time)
+            break; /* still running: an exit event of a pid since reused */
+        mark(t, i, END_EXITED, 1);
+        gone[n++] = i;
+        break;
+    }
+    pthread_mutex_unlock(&t->lock);
+    let_go(t, gone, n);
+}
+
+bool targets_exec_d(struct targets *t, pid_t pid, uint64_t event_ns, struct holders *kept)
+{
+    size_t gone[1], n = 0;
+    pthread_mutex_lock(&t->lock);
+    for (size_t i = 0; i < HP_MAX_TARGETS; i++) {
+        struct target *tg = t->slot[i];
+        if (!tg || tg->pid != pid || tg->attaching || tg->detaching)
+            continue;
+        if (tg->attached_ns < event_ns) { /* else attached to the new program already */
+            *kept = tg->holders;
+            mark(t, i, END_EXEC, 0);
+            gone[n++] = i;
+        }
+        break;
+    }
+    pthread_mutex_unlock(&t->lock);
+    let_go(t, gone, n);
+    return n > 0;
+}
