@@ -11,6 +11,7 @@ Environment (set by tests/integration/CMakeLists.txt):
              reason, in CI and outside it alike.
 """
 
+import collections
 import os
 import queue
 import re
@@ -38,6 +39,11 @@ LISTEN_TIMEOUT_S = 10.0
 REQUEST_TIMEOUT_S = 60.0
 # How long a workload may take to print "ready"; "done" has its own timeout.
 READY_TIMEOUT_S = 10.0
+# How often wait_until() polls.
+POLL_S = 0.05
+# How long the daemon may take to detach an exited process: it scans /proc
+# every second.
+DETACH_TIMEOUT_S = 3.0
 
 # The sample types every profile carries, in this order (docs: HTTP API).
 SAMPLE_TYPES = [
@@ -69,6 +75,34 @@ def check_equal(actual, expected, what):
     """Fails unless actual == expected, printing both."""
     if actual != expected:
         raise Failure(f"{what}: expected {expected!r}, got {actual!r}")
+
+
+def wait_until(condition, timeout, what, poll=None):
+    """Polls condition() until it is true; returns the seconds that took.
+    Fails after `timeout` seconds saying what was awaited: `what` is text,
+    or a function that gives it then (to show the state at the deadline).
+    For events the daemon shows (an attach, a detach, a count); never sleep
+    for them instead."""
+    start = time.monotonic()
+    while True:
+        if condition():
+            return time.monotonic() - start
+        if time.monotonic() - start > timeout:
+            raise Failure(f"{what() if callable(what) else what}: not within {timeout:.1f} s")
+        time.sleep(POLL_S if poll is None else poll)
+
+
+def check_throughout(condition, seconds, what):
+    """Fails as soon as condition() is false during the next `seconds`. For
+    what must not happen, which no event marks (no scan attaches a process):
+    `seconds` is then a span, stated with the reason for its length."""
+    deadline = time.monotonic() + seconds
+    while True:
+        check(condition(), f"{what() if callable(what) else what}: no longer true after "
+                           f"{seconds - (deadline - time.monotonic()):.1f} s")
+        if time.monotonic() > deadline:
+            return
+        time.sleep(POLL_S)
 
 
 def free_port():
@@ -135,6 +169,108 @@ def check_one_line_reason(body, what):
     stripped = text[:-1] if text.endswith("\n") else text
     check(stripped.strip() != "" and "\n" not in stripped,
           f"{what}: body should be a one-line reason, got {text!r}")
+
+
+# --- /metrics ----------------------------------------------------------------
+
+_METRIC_NAME = r"[a-zA-Z_:][a-zA-Z0-9_:]*"
+_METRIC_SAMPLE_RE = re.compile(rf"^({_METRIC_NAME})(?:\{{(.*)\}})? (\S+)(?: (-?\d+))?$")
+_METRIC_LABEL_RE = re.compile(r'\s*([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\\n]|\\[\\"n])*)"\s*(?:,|$)')
+_METRIC_TYPES = ("counter", "gauge", "histogram", "summary", "untyped")
+_METRIC_SUFFIXES = {"histogram": ("_bucket", "_sum", "_count"), "summary": ("", "_sum", "_count")}
+
+
+class Metrics(dict):
+    """One /metrics answer: {name: value} for the samples without labels;
+    `labelled` holds every sample as {(name, ((label, value), ...)): value}."""
+
+    def __init__(self, samples):
+        super().__init__({name: v for (name, labels), v in samples.items() if not labels})
+        self.labelled = samples
+
+
+def _parse_metric_labels(text, line):
+    """The inside of {...} as a tuple of (name, value); fails if malformed."""
+    labels, pos = [], 0
+    while pos < len(text):
+        m = _METRIC_LABEL_RE.match(text, pos)
+        check(m is not None and m.end() > pos, f"/metrics: malformed labels in {line!r}")
+        labels.append((m.group(1), m.group(2)))
+        pos = m.end()
+    names = [n for n, _ in labels]
+    check(len(names) == len(set(names)), f"/metrics: a label repeats in {line!r}")
+    return tuple(labels)
+
+
+class _MetricFamilies:
+    """The HELP and TYPE lines seen so far, and which family's block is open."""
+
+    def __init__(self):
+        self.types, self.helps = {}, set()
+        self.finished = set()   # families whose block is over
+        self.current = None     # the family of the last line
+
+    def comment(self, line):
+        """A '#' line: HELP and TYPE open their family's block, once each."""
+        parts = line.split(None, 3)
+        if len(parts) < 3 or parts[1] not in ("HELP", "TYPE"):
+            return
+        name = parts[2]
+        check(re.fullmatch(_METRIC_NAME, name), f"/metrics: bad metric name in {line!r}")
+        check(name not in self.finished, f"/metrics: family {name} is split: {line!r}")
+        if self.current is not None and self.current != name:
+            self.finished.add(self.current)
+        self.current = name
+        if parts[1] == "HELP":
+            check(name not in self.helps, f"/metrics: second HELP for {name}")
+            self.helps.add(name)
+        else:
+            check(len(parts) == 4 and parts[3] in _METRIC_TYPES,
+                  f"/metrics: bad TYPE line {line!r}")
+            check(name not in self.types, f"/metrics: second TYPE for {name}")
+            self.types[name] = parts[3]
+
+    def check_sample(self, name):
+        """A sample belongs to the open block of a family with a TYPE."""
+        family = None
+        for fam, typ in self.types.items():
+            if name == fam or name in (fam + s for s in _METRIC_SUFFIXES.get(typ, ())):
+                family = fam if family is None or len(fam) > len(family) else family
+        check(family is not None, f"/metrics: sample {name} has no TYPE line before it")
+        check(family == self.current, f"/metrics: sample {name} outside its family's block "
+                                      f"(the last family was {self.current})")
+
+
+def parse_metrics(text):
+    """Checks that text is valid Prometheus text exposition (every line a
+    `# HELP`, `# TYPE`, other comment or sample; a TYPE for every family
+    before its samples, at most one HELP and TYPE each; the samples of a
+    family contiguous; no sample twice; values numbers; counters not
+    negative) and returns it as Metrics."""
+    check(text.endswith("\n"), "/metrics: does not end with a newline")
+    samples, families = {}, _MetricFamilies()
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        if line.startswith("#"):
+            families.comment(line)
+            continue
+        m = _METRIC_SAMPLE_RE.match(line)
+        check(m is not None, f"/metrics: not a sample line: {line!r}")
+        name, label_text, value = m.group(1), m.group(2) or "", m.group(3)
+        families.check_sample(name)
+        try:
+            number = float(value)
+        except ValueError:
+            raise Failure(f"/metrics: value {value!r} is not a number: {line!r}") from None
+        key = (name, _parse_metric_labels(label_text, line))
+        check(key not in samples, f"/metrics: sample {key} appears twice")
+        samples[key] = number
+    check(samples, "/metrics: no samples")
+    for (name, _), value in samples.items():
+        if families.types.get(name) == "counter":
+            check(value >= 0, f"/metrics: counter {name} is negative: {value}")
+    return Metrics(samples)
 
 
 # --- The daemon --------------------------------------------------------------
@@ -283,6 +419,50 @@ class Daemon:
                              f"heapprofd stderr:\n{self.stderr()}")
         return body
 
+    def metrics(self):
+        """GETs /metrics; fails unless it is 200 text/plain in the Prometheus
+        text format (parse_metrics); returns it as Metrics."""
+        r = self.request("/metrics")
+        check_equal(r.status, 200, "GET /metrics: status")
+        check(r.headers.get("content-type", "").startswith("text/plain"),
+              f"GET /metrics: content type {r.headers.get('content-type')!r}, "
+              f"expected text/plain")
+        return parse_metrics(r.text())
+
+    def metric(self, name):
+        """The value of one metric without labels; fails if there is none."""
+        m = self.metrics()
+        check(name in m, f"/metrics has no {name}: {sorted(m)}")
+        return m[name]
+
+    def profiled_pids(self):
+        """The pids the index (/debug/pprof/) lists as profiled."""
+        r = self.request("/debug/pprof/")
+        check_equal(r.status, 200, "GET /debug/pprof/: status")
+        return {int(p) for p in re.findall(r"heap\?pid=(\d+)", r.text())}
+
+    def wait_until(self, condition, timeout, what):
+        """wait_until(), with the daemon's stderr in the failure."""
+        try:
+            return wait_until(condition, timeout, what)
+        except Failure as e:
+            raise Failure(f"{e}; heapprofd stderr:\n{self.stderr()}") from None
+
+    def settled(self):
+        """True once every detach under way is done and counted: a process
+        leaves the index (and heapprofd_targets) when its detach starts; its
+        last profile is kept, and heapprofd_detached_total counts it, once
+        its probes are gone."""
+        m = self.metrics()
+        return (m["heapprofd_attached_total"] - m["heapprofd_detached_total"]
+                == m["heapprofd_targets"])
+
+    def wait_detached(self, pid, what, timeout=DETACH_TIMEOUT_S):
+        """Waits until the index no longer lists pid and its detach is done
+        (settled()); returns the seconds that took."""
+        return self.wait_until(lambda: pid not in self.profiled_pids() and self.settled(),
+                               timeout, f"{what}: pid {pid} detached")
+
 
 # Totals per leaf function of tests/workloads/exact.c at --sample-interval 1
 # ([alloc_objects, alloc_space, inuse_objects, inuse_space]); test_exact.py
@@ -411,16 +591,51 @@ def nonexistent_pid():
 
 # --- Decoding profiles with go tool pprof ------------------------------------
 
-class Sample:
-    """One sample: its 4 values (in SAMPLE_TYPES order) and frames, leaf first."""
+class Line:
+    """One line of a location, as `pprof -raw` prints it ('name file:line s=N',
+    '(system name)' after it when that differs, or '??' without a function)."""
 
-    def __init__(self, values, frames):
+    def __init__(self, name, file="", line=0, system_name=None):
+        self.name = name
+        self.file = file
+        self.line = line
+        self.system_name = system_name or name
+
+    def __repr__(self):
+        return f"{self.name} {self.file}:{self.line} ({self.system_name})"
+
+
+class Location(collections.namedtuple("Location", "address mapping lines")):
+    """One location: its address, its mapping's id (0: none) and its lines,
+    innermost (inlined) first."""
+
+    def names(self):
+        """Its function names, innermost first; its address if it has none."""
+        return [ln.name for ln in self.lines] or [f"{self.address:#x}"]
+
+
+# One mapping: start, limit, file offset, file, build ID and pprof's
+# [FN][FL][LN][IN] flags.
+Mapping = collections.namedtuple("Mapping", "start limit offset file build_id flags")
+
+
+class Sample:
+    """One sample: its values (SAMPLE_TYPES order), its locations, leaf
+    first, and its labels ({key: value text}, e.g. {'pid': '42'})."""
+
+    def __init__(self, values, locations, labels=None):
         self.values = values
-        self.frames = frames
+        self.locations = locations
+        self.labels = labels or {}
+
+    @property
+    def frames(self):
+        """Function names, leaf first, inlined calls as frames of their own."""
+        return [name for loc in self.locations for name in loc.names()]
 
     def leaf(self):
         """The leaf function name, or '<empty stack>'."""
-        return self.frames[0] if self.frames else "<empty stack>"
+        return self.frames[0] if self.locations else "<empty stack>"
 
     def __repr__(self):
         return f"Sample({self.values}, {' <- '.join(self.frames)})"
@@ -431,12 +646,27 @@ class Profile:
 
     def __init__(self, raw):
         self.raw = raw
+        self.comments = []        # the Comment: lines
         self.period_type = None   # (type, unit)
         self.period = None
         self.sample_types = []    # [(type, unit)]
         self.default_type = None  # the type marked [dflt], if any
-        self.samples = []
         self.duration = None      # the Duration: text, if any
+        self.samples = []
+        self.locations = {}       # id -> Location
+        self.mappings = {}        # id -> Mapping
+
+    def names(self):
+        """Every function name of every location."""
+        return {ln.name for loc in self.locations.values() for ln in loc.lines}
+
+    def mapping_of(self, path):
+        """(id, Mapping) of the mapping of file `path` that holds locations."""
+        used = {loc.mapping for loc in self.locations.values()}
+        for mid, m in self.mappings.items():
+            if m.file == path and mid in used:
+                return mid, m
+        raise Failure(f"no mapping of {path} with locations in:\n{self.raw}")
 
 
 def _go_env(tmp):
@@ -471,77 +701,118 @@ def pprof(profile_bytes, *flags):
         return r.stdout.decode("utf-8", "replace")
 
 
+# The lines of `go tool pprof -raw` output (Profile.String() of the pprof
+# package): a sample's values and location ids, its labels ('key:[value]'
+# after 16 spaces), a location ('id: 0xADDR M=id [F] ' and its first line),
+# a further line of one (13 spaces: inlined), a line itself, and a mapping.
 _SAMPLE_RE = re.compile(r"^\s*(-?\d+(?:\s+-?\d+)*):((?:\s+\d+)*)\s*$")
-_LOCATION_RE = re.compile(r"^\s*(\d+): (0x[0-9a-fA-F]+) (?:M=\d+ )?(?:\[F\] )?(.*)$")
-_CONTINUATION = " " * 13  # how pprof indents a location's inlined lines
-_LINE_RE = re.compile(r"^(.*) (\S*):(-?\d+) s=(-?\d+)(?:\(.*\))?$")
+_LABEL_RE = re.compile(r"(\w+):\[([^\]]*)\]")
+_LOCATION_RE = re.compile(r"^\s*(\d+): (0x[0-9a-fA-F]+) (?:M=(\d+) )?(?:\[F\] )?(.*)$")
+_INLINED = " " * 13
+_LINE_RE = re.compile(r"^(.*) (\S*):(-?\d+) s=-?\d+(?:\((.*)\))?$")
+_MAPPING_RE = re.compile(r"^\s*(\d+): (0x[0-9a-f]+)/(0x[0-9a-f]+)/(0x[0-9a-f]+) (.*) ([0-9a-f]*) "
+                         r"((?:\[\w\w\])*)$")
 
 
-def _function_name(line_text, address):
-    """The function name of one location line ('name file:line s=N' or '??')."""
-    m = _LINE_RE.match(line_text)
+def _line(text):
+    """A Line from its text; fails on text that is neither a line nor '??'."""
+    if text == "??":
+        return Line("??")
+    m = _LINE_RE.match(text)
+    check(m is not None, f"unparsed location line in pprof -raw output: {text!r}")
+    return Line(m.group(1), m.group(2), int(m.group(3)), m.group(4))
+
+
+def _parse_header(p, line):
+    """One line before the sample types; True once they follow."""
+    if line.startswith("Comment: "):
+        p.comments.append(line[len("Comment: "):])
+    elif line.startswith("PeriodType: "):
+        p.period_type = tuple(line.split()[1:3])
+    elif line.startswith("Period: "):
+        p.period = int(line.split()[1])
+    elif line.startswith("Duration: "):
+        p.duration = line.split(" ", 1)[1]
+    return line == "Samples:"
+
+
+def _parse_sample_types(p, line):
+    """The line of sample types, '[dflt]' after the default one."""
+    for token in line.split():
+        dflt = token.endswith("[dflt]")
+        token = token[: -len("[dflt]")] if dflt else token
+        typ, _, unit = token.partition("/")
+        p.sample_types.append((typ, unit))
+        if dflt:
+            p.default_type = typ
+
+
+def _parse_sample(refs, line):
+    """A sample line (values: location ids) or the labels of the last one."""
+    m = _SAMPLE_RE.match(line)
     if m:
-        return m.group(1)
-    return line_text.strip() or address
+        refs.append(([int(v) for v in m.group(1).split()],
+                     [int(i) for i in m.group(2).split()], {}))
+        return
+    labels = dict(_LABEL_RE.findall(line))
+    check(refs and labels and line.startswith(" " * 16),
+          f"unparsed sample line in pprof -raw output: {line!r}")
+    refs[-1][2].update(labels)
+
+
+def _parse_location(p, line, last):
+    """A location line, or a further (inlined) line of location `last`;
+    returns the id of the location it belongs to. (A location line starts
+    with its id in 6 columns, so never with 13 spaces.)"""
+    if line.startswith(_INLINED):
+        check(last is not None, f"an inlined line before any location: {line!r}")
+        p.locations[last].lines.append(_line(line.strip()))
+        return last
+    m = _LOCATION_RE.match(line)
+    check(m is not None, f"unparsed location in pprof -raw output: {line!r}")
+    rest = m.group(4).strip()
+    lid = int(m.group(1))
+    p.locations[lid] = Location(int(m.group(2), 16), int(m.group(3) or 0),
+                                [_line(rest)] if rest else [])
+    return lid
+
+
+def _parse_mapping(p, line):
+    """A mapping line."""
+    m = _MAPPING_RE.match(line)
+    check(m is not None, f"unparsed mapping in pprof -raw output: {line!r}")
+    p.mappings[int(m.group(1))] = Mapping(int(m.group(2), 16), int(m.group(3), 16),
+                                          int(m.group(4), 16), m.group(5), m.group(6),
+                                          m.group(7))
 
 
 def parse_raw(raw):
-    """Parses `go tool pprof -raw` output (Profile.String() of the pprof
-    package) into a Profile."""
+    """Parses `go tool pprof -raw` output into a Profile: header, samples
+    with their locations and labels, locations with their lines, mappings.
+    Fails on any line it does not understand: it is a test oracle."""
     p = Profile(raw)
-    lines = raw.splitlines()
-    section = "header"
-    sample_refs = []      # (values, [location ids])
-    locations = {}        # id -> [function names, innermost first]
-    last_loc = None
-    for line in lines:
+    section, refs, last = "header", [], None
+    for line in raw.splitlines():
         if section == "header":
-            if line.startswith("PeriodType: "):
-                p.period_type = tuple(line.split()[1:3])
-            elif line.startswith("Period: "):
-                p.period = int(line.split()[1])
-            elif line.startswith("Duration: "):
-                p.duration = line.split(" ", 1)[1]
-            elif line == "Samples:":
-                section = "sample_types"
+            section = "sample_types" if _parse_header(p, line) else section
         elif section == "sample_types":
-            for token in line.split():
-                dflt = token.endswith("[dflt]")
-                token = token[: -len("[dflt]")] if dflt else token
-                typ, _, unit = token.partition("/")
-                p.sample_types.append((typ, unit))
-                if dflt:
-                    p.default_type = typ
+            _parse_sample_types(p, line)
             section = "samples"
+        elif line == "Locations" and section == "samples":
+            section = "locations"
+        elif line == "Mappings" and section == "locations":
+            section = "mappings"
         elif section == "samples":
-            if line == "Locations":
-                section = "locations"
-                continue
-            m = _SAMPLE_RE.match(line)
-            if m:  # other lines in this section are labels
-                values = [int(v) for v in m.group(1).split()]
-                ids = [int(i) for i in m.group(2).split()]
-                sample_refs.append((values, ids))
+            _parse_sample(refs, line)
         elif section == "locations":
-            if line == "Mappings":
-                section = "mappings"
-                continue
-            if line.startswith(_CONTINUATION) and last_loc is not None \
-                    and not _LOCATION_RE.match(line):
-                locations[last_loc].append(_function_name(line.strip(), "??"))
-                continue
-            m = _LOCATION_RE.match(line)
-            check(m is not None, f"unparsed location line in pprof -raw output: {line!r}")
-            last_loc = int(m.group(1))
-            rest = m.group(3).strip()
-            locations[last_loc] = [_function_name(rest, m.group(2))] if rest else [m.group(2)]
+            last = _parse_location(p, line, last)
+        elif line.strip():
+            _parse_mapping(p, line)
     check(section == "mappings", f"pprof -raw output ended in section {section!r}:\n{raw}")
-    for values, ids in sample_refs:
-        frames = []
-        for i in ids:
-            check(i in locations, f"sample refers to location {i}, which -raw does not list")
-            frames.extend(locations[i])
-        p.samples.append(Sample(values, frames))
+    for values, ids, labels in refs:
+        missing = [i for i in ids if i not in p.locations]
+        check(not missing, f"a sample refers to locations {missing}, which -raw does not list")
+        p.samples.append(Sample(values, [p.locations[i] for i in ids], labels))
     return p
 
 
