@@ -238,39 +238,35 @@ def expect_ready_again(w):
 
 # --- Target rules -------------------------------------------------------------------
 
-def test_a_process_started_after_the_daemon_is_attached_by_comm_within_3_s():
+def check_picked_up_by_rule(w, rule):
+    """Workload w, which `rule` matches, is attached within ATTACH_TIMEOUT_S,
+    profiled exactly through a run of exact.c, and detached after its exit."""
     d = daemon()
+    took = wait_attached(d, w.pid, rule)
+    w.run()
+    check_exact_profile(d, w.pid, f"pid {w.pid} matched by {rule} (attached after {took:.2f} s)")
+    w.finish()
+    wait_detached(d, w.pid, "after exit")
+
+
+def test_a_process_started_after_the_daemon_is_attached_by_comm_within_3_s():
     with comm_workload() as w:
-        took = wait_attached(d, w.pid, f"comm {STATE['comm']}")
-        w.run()
-        check_exact_profile(d, w.pid, f"comm-matched pid {w.pid} (attached after {took:.2f} s)")
-        w.finish()
-        wait_detached(d, w.pid, "after exit")
+        check_picked_up_by_rule(w, f"comm {STATE['comm']}")
 
 
 def test_a_process_started_after_the_daemon_is_attached_by_exe_within_3_s():
-    d = daemon()
     with h.Workload(STATE["exe"]) as w:
-        took = wait_attached(d, w.pid, f"exe {STATE['exe']}")
-        w.run()
-        check_exact_profile(d, w.pid, f"exe-matched pid {w.pid} (attached after {took:.2f} s)")
-        w.finish()
-        wait_detached(d, w.pid, "after exit")
+        check_picked_up_by_rule(w, f"exe {STATE['exe']}")
 
 
 def test_a_process_moved_into_a_cgroup_is_attached_by_cgroup_within_3_s():
-    d = daemon()
     with h.Workload("exact") as w:
         write_file(os.path.join(STATE["cgroup_disk"], "cgroup.procs"), f"{w.pid}\n")
         with open(f"/proc/{w.pid}/cgroup") as f:
             unified = [line.strip()[3:] for line in f if line.startswith("0::")]
         h.check_equal(unified, [STATE["cgroup_rule"]],
                       f"the cgroup v2 path of pid {w.pid} once moved (the rule)")
-        took = wait_attached(d, w.pid, f"cgroup {STATE['cgroup_rule']}")
-        w.run()
-        check_exact_profile(d, w.pid, f"cgroup-matched pid {w.pid} (attached after {took:.2f} s)")
-        w.finish()
-        wait_detached(d, w.pid, "after exit")
+        check_picked_up_by_rule(w, f"cgroup {STATE['cgroup_rule']}")
 
 
 def test_a_process_over_max_targets_is_attached_once_a_slot_frees():

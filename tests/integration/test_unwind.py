@@ -320,17 +320,22 @@ def check_walked_with_tables(values, at_least, what):
 
 # --- Fixtures ------------------------------------------------------------------
 
-def profile_workload():
-    """The unwind workload under heapprofd --sample-interval 1: (samples with
-    addresses, unwind metrics)."""
-    with h.Daemon("--sample-interval", "1") as d, h.Workload(WORKLOAD) as w:
+def profile_under_heapprofd(argv, interval, endpoint):
+    """Workload argv, run once under heapprofd --sample-interval `interval`:
+    (its profile from `endpoint` as samples with addresses, unwind metrics)."""
+    with h.Daemon("--sample-interval", str(interval)) as d, h.Workload(*argv) as w:
         d.profile(f"/debug/pprof/heap?pid={w.pid}")  # attaches; may be empty
         w.run()
-        body = d.profile(f"/debug/pprof/heap?pid={w.pid}")
+        body = d.profile(f"/debug/pprof/{endpoint}?pid={w.pid}")
         w.finish()
         values = metrics(d)
         d.check_alive()
     return our_samples(body), values
+
+
+def profile_workload():
+    """The unwind workload under heapprofd --sample-interval 1."""
+    return profile_under_heapprofd([WORKLOAD], 1, "heap")
 
 
 def gdb_workload():
@@ -355,18 +360,9 @@ def python_argv(count):
 
 
 def profile_python():
-    """python3 running allocate_here under heapprofd at PY_INTERVAL: (samples
-    with addresses, unwind metrics)."""
-    argv = python_argv(PY_COUNT_PROFILED)
+    """python3 running allocate_here under heapprofd at PY_INTERVAL, its allocs profile."""
     # An absolute path as the workload name: os.path.join keeps it as it is.
-    with h.Daemon("--sample-interval", str(PY_INTERVAL)) as d, h.Workload(*argv) as w:
-        d.profile(f"/debug/pprof/heap?pid={w.pid}")  # attaches
-        w.run()
-        body = d.profile(f"/debug/pprof/allocs?pid={w.pid}")
-        w.finish()
-        values = metrics(d)
-        d.check_alive()
-    return our_samples(body), values
+    return profile_under_heapprofd(python_argv(PY_COUNT_PROFILED), PY_INTERVAL, "allocs")
 
 
 def gdb_python():
