@@ -104,7 +104,7 @@ def test_parallel_clients_while_workloads_come_and_go():
                 w.go()
                 d.get(f"/debug/pprof/heap?pid={w.pid}")
                 churn.append(w)
-                time.sleep(0.4)
+                time.sleep(0.4)  # the pace of new targets, not a wait for the daemon
             answered = sum(f.result() for f in futures)
         for w in workloads + churn:
             w.kill()
@@ -124,6 +124,8 @@ def test_target_killed_during_a_delta_scrape():
         d.profile(f"/debug/pprof/heap?pid={w.pid}")
         with concurrent.futures.ThreadPoolExecutor(1) as pool:
             scrape = pool.submit(d.get, f"/debug/pprof/heap?pid={w.pid}&seconds=2")
+            # Into the scrape's 2 s window; nothing shows that it has begun,
+            # and a kill before it is answered 404, which is allowed below.
             time.sleep(0.5)
             os.kill(w.pid, signal.SIGKILL)
             status, body = scrape.result()
