@@ -1,6 +1,8 @@
 """Helpers for the integration tests: run heapprofd and the test workloads,
-fetch its HTTP endpoints, decode profiles with `go tool pprof`, and a small
-runner that reports `N passed, N failed`.
+fetch its HTTP endpoints, and a small runner that reports `N passed, N
+failed`. The tests reach everything through this module; beside it,
+harness_checks.py (assertions, waits with a deadline), pprof_raw.py
+(profiles read by `go tool pprof`) and prometheus_text.py (/metrics).
 
 Environment (set by tests/integration/CMakeLists.txt):
   HEAPPROFD  path of the heapprofd binary
@@ -11,7 +13,6 @@ Environment (set by tests/integration/CMakeLists.txt):
              reason, in CI and outside it alike.
 """
 
-import collections
 import os
 import queue
 import re
@@ -19,12 +20,20 @@ import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import traceback
 import urllib.error
 import urllib.request
+
+# The parts of the harness in modules of their own, which the tests reach
+# through this one (h.check, h.decode, h.parse_metrics, ...).
+from harness_checks import (POLL_S, Failure, check, check_equal,  # noqa: F401
+                            check_throughout, wait_until)
+from pprof_raw import (SAMPLE_TYPES, Line, Location, Mapping, Profile, Sample,  # noqa: F401
+                       check_heap_shape, decode, describe, parse_raw, pprof, totals_by_leaf,
+                       traces)
+from prometheus_text import Metrics, parse_metrics  # noqa: F401
 
 HEAPPROFD = os.environ.get("HEAPPROFD", "")
 WORKLOADS = os.environ.get("WORKLOADS", "")
@@ -39,19 +48,9 @@ LISTEN_TIMEOUT_S = 10.0
 REQUEST_TIMEOUT_S = 60.0
 # How long a workload may take to print "ready"; "done" has its own timeout.
 READY_TIMEOUT_S = 10.0
-# How often wait_until() polls.
-POLL_S = 0.05
 # How long the daemon may take to detach an exited process: it scans /proc
 # every second.
 DETACH_TIMEOUT_S = 3.0
-
-# The sample types every profile carries, in this order (docs: HTTP API).
-SAMPLE_TYPES = [
-    ("alloc_objects", "count"),
-    ("alloc_space", "bytes"),
-    ("inuse_objects", "count"),
-    ("inuse_space", "bytes"),
-]
 
 # Where libjemalloc2 installs jemalloc on Debian.
 JEMALLOC = "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2"
@@ -59,50 +58,6 @@ JEMALLOC = "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2"
 # Lines that start a sanitizer report on stderr: ASan and LSan errors, and
 # UBSan's "file:line:col: runtime error: ..." (fatal: -fno-sanitize-recover).
 SANITIZER_MARKERS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", ": runtime error: ")
-
-
-class Failure(AssertionError):
-    """A test failure whose message says what was expected and what came."""
-
-
-def check(condition, message):
-    """Fails with message unless condition holds."""
-    if not condition:
-        raise Failure(message)
-
-
-def check_equal(actual, expected, what):
-    """Fails unless actual == expected, printing both."""
-    if actual != expected:
-        raise Failure(f"{what}: expected {expected!r}, got {actual!r}")
-
-
-def wait_until(condition, timeout, what, poll=None):
-    """Polls condition() until it is true; returns the seconds that took.
-    Fails after `timeout` seconds saying what was awaited: `what` is text,
-    or a function that gives it then (to show the state at the deadline).
-    For events the daemon shows (an attach, a detach, a count); never sleep
-    for them instead."""
-    start = time.monotonic()
-    while True:
-        if condition():
-            return time.monotonic() - start
-        if time.monotonic() - start > timeout:
-            raise Failure(f"{what() if callable(what) else what}: not within {timeout:.1f} s")
-        time.sleep(POLL_S if poll is None else poll)
-
-
-def check_throughout(condition, seconds, what):
-    """Fails as soon as condition() is false during the next `seconds`. For
-    what must not happen, which no event marks (no scan attaches a process):
-    `seconds` is then a span, stated with the reason for its length."""
-    deadline = time.monotonic() + seconds
-    while True:
-        check(condition(), f"{what() if callable(what) else what}: no longer true after "
-                           f"{seconds - (deadline - time.monotonic()):.1f} s")
-        if time.monotonic() > deadline:
-            return
-        time.sleep(POLL_S)
 
 
 def free_port():
@@ -169,108 +124,6 @@ def check_one_line_reason(body, what):
     stripped = text[:-1] if text.endswith("\n") else text
     check(stripped.strip() != "" and "\n" not in stripped,
           f"{what}: body should be a one-line reason, got {text!r}")
-
-
-# --- /metrics ----------------------------------------------------------------
-
-_METRIC_NAME = r"[a-zA-Z_:][a-zA-Z0-9_:]*"
-_METRIC_SAMPLE_RE = re.compile(rf"^({_METRIC_NAME})(?:\{{(.*)\}})? (\S+)(?: (-?\d+))?$")
-_METRIC_LABEL_RE = re.compile(r'\s*([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\\n]|\\[\\"n])*)"\s*(?:,|$)')
-_METRIC_TYPES = ("counter", "gauge", "histogram", "summary", "untyped")
-_METRIC_SUFFIXES = {"histogram": ("_bucket", "_sum", "_count"), "summary": ("", "_sum", "_count")}
-
-
-class Metrics(dict):
-    """One /metrics answer: {name: value} for the samples without labels;
-    `labelled` holds every sample as {(name, ((label, value), ...)): value}."""
-
-    def __init__(self, samples):
-        super().__init__({name: v for (name, labels), v in samples.items() if not labels})
-        self.labelled = samples
-
-
-def _parse_metric_labels(text, line):
-    """The inside of {...} as a tuple of (name, value); fails if malformed."""
-    labels, pos = [], 0
-    while pos < len(text):
-        m = _METRIC_LABEL_RE.match(text, pos)
-        check(m is not None and m.end() > pos, f"/metrics: malformed labels in {line!r}")
-        labels.append((m.group(1), m.group(2)))
-        pos = m.end()
-    names = [n for n, _ in labels]
-    check(len(names) == len(set(names)), f"/metrics: a label repeats in {line!r}")
-    return tuple(labels)
-
-
-class _MetricFamilies:
-    """The HELP and TYPE lines seen so far, and which family's block is open."""
-
-    def __init__(self):
-        self.types, self.helps = {}, set()
-        self.finished = set()   # families whose block is over
-        self.current = None     # the family of the last line
-
-    def comment(self, line):
-        """A '#' line: HELP and TYPE open their family's block, once each."""
-        parts = line.split(None, 3)
-        if len(parts) < 3 or parts[1] not in ("HELP", "TYPE"):
-            return
-        name = parts[2]
-        check(re.fullmatch(_METRIC_NAME, name), f"/metrics: bad metric name in {line!r}")
-        check(name not in self.finished, f"/metrics: family {name} is split: {line!r}")
-        if self.current is not None and self.current != name:
-            self.finished.add(self.current)
-        self.current = name
-        if parts[1] == "HELP":
-            check(name not in self.helps, f"/metrics: second HELP for {name}")
-            self.helps.add(name)
-        else:
-            check(len(parts) == 4 and parts[3] in _METRIC_TYPES,
-                  f"/metrics: bad TYPE line {line!r}")
-            check(name not in self.types, f"/metrics: second TYPE for {name}")
-            self.types[name] = parts[3]
-
-    def check_sample(self, name):
-        """A sample belongs to the open block of a family with a TYPE."""
-        family = None
-        for fam, typ in self.types.items():
-            if name == fam or name in (fam + s for s in _METRIC_SUFFIXES.get(typ, ())):
-                family = fam if family is None or len(fam) > len(family) else family
-        check(family is not None, f"/metrics: sample {name} has no TYPE line before it")
-        check(family == self.current, f"/metrics: sample {name} outside its family's block "
-                                      f"(the last family was {self.current})")
-
-
-def parse_metrics(text):
-    """Checks that text is valid Prometheus text exposition (every line a
-    `# HELP`, `# TYPE`, other comment or sample; a TYPE for every family
-    before its samples, at most one HELP and TYPE each; the samples of a
-    family contiguous; no sample twice; values numbers; counters not
-    negative) and returns it as Metrics."""
-    check(text.endswith("\n"), "/metrics: does not end with a newline")
-    samples, families = {}, _MetricFamilies()
-    for line in text.splitlines():
-        if not line.strip():
-            continue
-        if line.startswith("#"):
-            families.comment(line)
-            continue
-        m = _METRIC_SAMPLE_RE.match(line)
-        check(m is not None, f"/metrics: not a sample line: {line!r}")
-        name, label_text, value = m.group(1), m.group(2) or "", m.group(3)
-        families.check_sample(name)
-        try:
-            number = float(value)
-        except ValueError:
-            raise Failure(f"/metrics: value {value!r} is not a number: {line!r}") from None
-        key = (name, _parse_metric_labels(label_text, line))
-        check(key not in samples, f"/metrics: sample {key} appears twice")
-        samples[key] = number
-    check(samples, "/metrics: no samples")
-    for (name, _), value in samples.items():
-        if families.types.get(name) == "counter":
-            check(value >= 0, f"/metrics: counter {name} is negative: {value}")
-    return Metrics(samples)
 
 
 # --- The daemon --------------------------------------------------------------
@@ -587,271 +440,6 @@ def nonexistent_pid():
         if not os.path.exists(f"/proc/{pid}"):
             return pid
     raise Failure("no free pid found")
-
-
-# --- Decoding profiles with go tool pprof ------------------------------------
-
-class Line:
-    """One line of a location, as `pprof -raw` prints it ('name file:line s=N',
-    '(system name)' after it when that differs, or '??' without a function)."""
-
-    def __init__(self, name, file="", line=0, system_name=None):
-        self.name = name
-        self.file = file
-        self.line = line
-        self.system_name = system_name or name
-
-    def __repr__(self):
-        return f"{self.name} {self.file}:{self.line} ({self.system_name})"
-
-
-class Location(collections.namedtuple("Location", "address mapping lines")):
-    """One location: its address, its mapping's id (0: none) and its lines,
-    innermost (inlined) first."""
-
-    def names(self):
-        """Its function names, innermost first; its address if it has none."""
-        return [ln.name for ln in self.lines] or [f"{self.address:#x}"]
-
-
-# One mapping: start, limit, file offset, file, build ID and pprof's
-# [FN][FL][LN][IN] flags.
-Mapping = collections.namedtuple("Mapping", "start limit offset file build_id flags")
-
-
-class Sample:
-    """One sample: its values (SAMPLE_TYPES order), its locations, leaf
-    first, and its labels ({key: value text}, e.g. {'pid': '42'})."""
-
-    def __init__(self, values, locations, labels=None):
-        self.values = values
-        self.locations = locations
-        self.labels = labels or {}
-
-    @property
-    def frames(self):
-        """Function names, leaf first, inlined calls as frames of their own."""
-        return [name for loc in self.locations for name in loc.names()]
-
-    def leaf(self):
-        """The leaf function name, or '<empty stack>'."""
-        return self.frames[0] if self.locations else "<empty stack>"
-
-    def __repr__(self):
-        return f"Sample({self.values}, {' <- '.join(self.frames)})"
-
-
-class Profile:
-    """A profile as `go tool pprof -raw` shows it."""
-
-    def __init__(self, raw):
-        self.raw = raw
-        self.comments = []        # the Comment: lines
-        self.period_type = None   # (type, unit)
-        self.period = None
-        self.sample_types = []    # [(type, unit)]
-        self.default_type = None  # the type marked [dflt], if any
-        self.duration = None      # the Duration: text, if any
-        self.samples = []
-        self.locations = {}       # id -> Location
-        self.mappings = {}        # id -> Mapping
-
-    def names(self):
-        """Every function name of every location."""
-        return {ln.name for loc in self.locations.values() for ln in loc.lines}
-
-    def mapping_of(self, path):
-        """(id, Mapping) of the mapping of file `path` that holds locations."""
-        used = {loc.mapping for loc in self.locations.values()}
-        for mid, m in self.mappings.items():
-            if m.file == path and mid in used:
-                return mid, m
-        raise Failure(f"no mapping of {path} with locations in:\n{self.raw}")
-
-
-def _go_env(tmp):
-    """The environment for `go tool pprof`: HOME and temp directories in tmp."""
-    env = dict(os.environ)
-    env.update({"HOME": tmp, "PPROF_TMPDIR": tmp, "GOCACHE": os.path.join(tmp, "gocache"),
-                "PPROF_BINARY_PATH": os.path.join(tmp, "no-binaries")})
-    return env
-
-
-def pprof(profile_bytes, *flags):
-    """Runs `go tool pprof -symbolize=none FLAGS <profile>`; returns its stdout.
-
-    -symbolize=none keeps pprof from symbolizing on its own, so the names
-    checked are the ones heapprofd wrote. Fails with stderr if pprof fails.
-    """
-    check(profile_bytes[:2] == b"\x1f\x8b",
-          f"profile is not gzip (first bytes {profile_bytes[:16]!r})")
-    with tempfile.TemporaryDirectory(prefix="heapprof-pprof-") as tmp:
-        path = os.path.join(tmp, "profile.pb.gz")
-        with open(path, "wb") as f:
-            f.write(profile_bytes)
-        cmd = ["go", "tool", "pprof", "-symbolize=none"] + list(flags) + [path]
-        try:
-            r = subprocess.run(cmd, env=_go_env(tmp), capture_output=True, timeout=60)
-        except FileNotFoundError:
-            raise Failure("`go` is not installed (Debian: golang-go); "
-                          "it is needed for `go tool pprof`") from None
-        check(r.returncode == 0,
-              f"{' '.join(cmd[:-1])} failed with status {r.returncode}: "
-              f"{r.stderr.decode('utf-8', 'replace')}")
-        return r.stdout.decode("utf-8", "replace")
-
-
-# The lines of `go tool pprof -raw` output (Profile.String() of the pprof
-# package): a sample's values and location ids, its labels ('key:[value]'
-# after 16 spaces), a location ('id: 0xADDR M=id [F] ' and its first line),
-# a further line of one (13 spaces: inlined), a line itself, and a mapping.
-_SAMPLE_RE = re.compile(r"^\s*(-?\d+(?:\s+-?\d+)*):((?:\s+\d+)*)\s*$")
-_LABEL_RE = re.compile(r"(\w+):\[([^\]]*)\]")
-_LOCATION_RE = re.compile(r"^\s*(\d+): (0x[0-9a-fA-F]+) (?:M=(\d+) )?(?:\[F\] )?(.*)$")
-_INLINED = " " * 13
-_LINE_RE = re.compile(r"^(.*) (\S*):(-?\d+) s=-?\d+(?:\((.*)\))?$")
-_MAPPING_RE = re.compile(r"^\s*(\d+): (0x[0-9a-f]+)/(0x[0-9a-f]+)/(0x[0-9a-f]+) (.*) ([0-9a-f]*) "
-                         r"((?:\[\w\w\])*)$")
-
-
-def _line(text):
-    """A Line from its text; fails on text that is neither a line nor '??'."""
-    if text == "??":
-        return Line("??")
-    m = _LINE_RE.match(text)
-    check(m is not None, f"unparsed location line in pprof -raw output: {text!r}")
-    return Line(m.group(1), m.group(2), int(m.group(3)), m.group(4))
-
-
-def _parse_header(p, line):
-    """One line before the sample types; True once they follow."""
-    if line.startswith("Comment: "):
-        p.comments.append(line[len("Comment: "):])
-    elif line.startswith("PeriodType: "):
-        p.period_type = tuple(line.split()[1:3])
-    elif line.startswith("Period: "):
-        p.period = int(line.split()[1])
-    elif line.startswith("Duration: "):
-        p.duration = line.split(" ", 1)[1]
-    return line == "Samples:"
-
-
-def _parse_sample_types(p, line):
-    """The line of sample types, '[dflt]' after the default one."""
-    for token in line.split():
-        dflt = token.endswith("[dflt]")
-        token = token[: -len("[dflt]")] if dflt else token
-        typ, _, unit = token.partition("/")
-        p.sample_types.append((typ, unit))
-        if dflt:
-            p.default_type = typ
-
-
-def _parse_sample(refs, line):
-    """A sample line (values: location ids) or the labels of the last one."""
-    m = _SAMPLE_RE.match(line)
-    if m:
-        refs.append(([int(v) for v in m.group(1).split()],
-                     [int(i) for i in m.group(2).split()], {}))
-        return
-    labels = dict(_LABEL_RE.findall(line))
-    check(refs and labels and line.startswith(" " * 16),
-          f"unparsed sample line in pprof -raw output: {line!r}")
-    refs[-1][2].update(labels)
-
-
-def _parse_location(p, line, last):
-    """A location line, or a further (inlined) line of location `last`;
-    returns the id of the location it belongs to. (A location line starts
-    with its id in 6 columns, so never with 13 spaces.)"""
-    if line.startswith(_INLINED):
-        check(last is not None, f"an inlined line before any location: {line!r}")
-        p.locations[last].lines.append(_line(line.strip()))
-        return last
-    m = _LOCATION_RE.match(line)
-    check(m is not None, f"unparsed location in pprof -raw output: {line!r}")
-    rest = m.group(4).strip()
-    lid = int(m.group(1))
-    p.locations[lid] = Location(int(m.group(2), 16), int(m.group(3) or 0),
-                                [_line(rest)] if rest else [])
-    return lid
-
-
-def _parse_mapping(p, line):
-    """A mapping line."""
-    m = _MAPPING_RE.match(line)
-    check(m is not None, f"unparsed mapping in pprof -raw output: {line!r}")
-    p.mappings[int(m.group(1))] = Mapping(int(m.group(2), 16), int(m.group(3), 16),
-                                          int(m.group(4), 16), m.group(5), m.group(6),
-                                          m.group(7))
-
-
-def parse_raw(raw):
-    """Parses `go tool pprof -raw` output into a Profile: header, samples
-    with their locations and labels, locations with their lines, mappings.
-    Fails on any line it does not understand: it is a test oracle."""
-    p = Profile(raw)
-    section, refs, last = "header", [], None
-    for line in raw.splitlines():
-        if section == "header":
-            section = "sample_types" if _parse_header(p, line) else section
-        elif section == "sample_types":
-            _parse_sample_types(p, line)
-            section = "samples"
-        elif line == "Locations" and section == "samples":
-            section = "locations"
-        elif line == "Mappings" and section == "locations":
-            section = "mappings"
-        elif section == "samples":
-            _parse_sample(refs, line)
-        elif section == "locations":
-            last = _parse_location(p, line, last)
-        elif line.strip():
-            _parse_mapping(p, line)
-    check(section == "mappings", f"pprof -raw output ended in section {section!r}:\n{raw}")
-    for values, ids, labels in refs:
-        missing = [i for i in ids if i not in p.locations]
-        check(not missing, f"a sample refers to locations {missing}, which -raw does not list")
-        p.samples.append(Sample(values, [p.locations[i] for i in ids], labels))
-    return p
-
-
-def decode(profile_bytes):
-    """Decodes a gzipped profile.proto with `go tool pprof -raw` into a Profile
-    (samples with 4 values and frames, leaf first)."""
-    return parse_raw(pprof(profile_bytes, "-raw"))
-
-
-def check_heap_shape(profile, period, what):
-    """Fails unless the profile has our sample types, period type and period."""
-    check_equal(profile.sample_types, SAMPLE_TYPES, f"{what}: sample types")
-    check_equal(profile.period_type, ("space", "bytes"), f"{what}: period type")
-    check_equal(profile.period, period, f"{what}: period")
-    for s in profile.samples:
-        check(len(s.values) == 4, f"{what}: sample with {len(s.values)} values: {s}")
-
-
-def totals_by_leaf(samples):
-    """Sums the values of samples per leaf function: {leaf: [4 values]}."""
-    totals = {}
-    for s in samples:
-        t = totals.setdefault(s.leaf(), [0, 0, 0, 0])
-        for i, v in enumerate(s.values):
-            t[i] += v
-    return totals
-
-
-def traces(profile_bytes, *flags):
-    """The output of `go tool pprof -traces` on a profile."""
-    return pprof(profile_bytes, "-traces", *flags)
-
-
-def describe(samples, limit=40):
-    """A few samples, one a line, for failure messages."""
-    out = [repr(s) for s in samples[:limit]]
-    if len(samples) > limit:
-        out.append(f"... and {len(samples) - limit} more")
-    return "\n".join(out)
 
 
 # --- Runner ------------------------------------------------------------------
