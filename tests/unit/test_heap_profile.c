@@ -52,14 +52,24 @@ static void check_counts(const struct stack_counts *got, uint64_t id, uint64_t a
     }
 }
 
+/* heap_profile_delta() from `before` to `after`; its count in *n (a failure
+ * unless it returns 0). Free the result. */
+static struct stack_counts *delta(const struct stack_counts *before, size_t nbefore,
+                                  const struct stack_counts *after, size_t nafter, size_t *n)
+{
+    struct stack_counts *out = NULL;
+    *n = 99;
+    CHECK_INT_EQ(heap_profile_delta(before, nbefore, after, nafter, &out, n), 0);
+    return out;
+}
+
 static void allocations_count_from_the_start_and_in_use_is_as_at_the_end(void)
 {
     struct stack_counts before[] = {counts(7, 10, 1000, 10, 1000)};
     /* 5 more allocations of 100 bytes; 8 of all 15 freed since. */
     struct stack_counts after[] = {counts(7, 15, 1500, 7, 700)};
-    struct stack_counts *out = NULL;
-    size_t n = 99;
-    CHECK_INT_EQ(heap_profile_delta(before, 1, after, 1, &out, &n), 0);
+    size_t n;
+    struct stack_counts *out = delta(before, 1, after, 1, &n);
     CHECK_INT_EQ(n, 1);
     check_counts(find(out, n, 7), 7, 5, 500, 7, 700);
     free(out);
@@ -69,9 +79,8 @@ static void a_stack_first_seen_in_the_window_counts_whole(void)
 {
     struct stack_counts before[] = {counts(1, 3, 30, 3, 30)};
     struct stack_counts after[] = {counts(1, 3, 30, 3, 30), counts(2, 4, 4096, 4, 4096)};
-    struct stack_counts *out = NULL;
-    size_t n = 0;
-    CHECK_INT_EQ(heap_profile_delta(before, 1, after, 2, &out, &n), 0);
+    size_t n;
+    struct stack_counts *out = delta(before, 1, after, 2, &n);
     check_counts(find(out, n, 2), 2, 4, 4096, 4, 4096);
     free(out);
 }
@@ -85,9 +94,8 @@ static void a_stack_idle_in_the_window_shows_only_what_it_still_holds(void)
         counts(2, 5, 50, 0, 0),   /* idle, all freed in the window: nothing to show */
         counts(3, 6, 60, -1, -10) /* idle, a free seen before its counts: nothing either */
     };
-    struct stack_counts *out = NULL;
-    size_t n = 0;
-    CHECK_INT_EQ(heap_profile_delta(before, 3, after, 3, &out, &n), 0);
+    size_t n;
+    struct stack_counts *out = delta(before, 3, after, 3, &n);
     CHECK_INT_EQ(n, 1);
     check_counts(find(out, n, 1), 1, 0, 0, 3, 30);
     CHECK(find(out, n, 2) == NULL);
@@ -98,9 +106,8 @@ static void a_stack_idle_in_the_window_shows_only_what_it_still_holds(void)
 static void a_stack_that_allocated_and_freed_it_all_in_the_window_still_shows(void)
 {
     struct stack_counts after[] = {counts(9, 2, 64, 0, 0)};
-    struct stack_counts *out = NULL;
-    size_t n = 0;
-    CHECK_INT_EQ(heap_profile_delta(NULL, 0, after, 1, &out, &n), 0);
+    size_t n;
+    struct stack_counts *out = delta(NULL, 0, after, 1, &n);
     CHECK_INT_EQ(n, 1);
     check_counts(find(out, n, 9), 9, 2, 64, 0, 0);
     free(out);
@@ -109,9 +116,8 @@ static void a_stack_that_allocated_and_freed_it_all_in_the_window_still_shows(vo
 static void stacks_gone_by_the_end_are_left_out(void)
 {
     struct stack_counts before[] = {counts(4, 1, 8, 1, 8)};
-    struct stack_counts *out = NULL;
-    size_t n = 99;
-    CHECK_INT_EQ(heap_profile_delta(before, 1, NULL, 0, &out, &n), 0);
+    size_t n;
+    struct stack_counts *out = delta(before, 1, NULL, 0, &n);
     CHECK_INT_EQ(n, 0);
     CHECK(out != NULL); /* an empty array the caller frees like any other */
     free(out);
@@ -152,9 +158,8 @@ static void many_stacks_in_any_order_pair_up_by_stack_id(void)
         before[j] = t;
     }
     memcpy(copy, before, nbefore * sizeof(*copy));
-    struct stack_counts *out = NULL;
-    size_t n = 0;
-    CHECK_INT_EQ(heap_profile_delta(before, nbefore, after, N, &out, &n), 0);
+    size_t n;
+    struct stack_counts *out = delta(before, nbefore, after, N, &n);
     CHECK_INT_EQ(n, N);
     CHECK(memcmp(copy, before, nbefore * sizeof(*copy)) == 0); /* `before` is left as it was */
     for (size_t i = 0; i < n && i < N; i++) {
