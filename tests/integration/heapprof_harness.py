@@ -317,6 +317,24 @@ class Daemon:
                                timeout, f"{what}: pid {pid} detached")
 
 
+def check_refuses(args, what, names=(), not_names=()):
+    """Runs heapprofd with args (on a free port unless they give --listen,
+    with --pin-dir none unless they give one) and fails unless it exits
+    with status 1 without serving, its stderr holding each of `names` and
+    none of `not_names`; returns that stderr."""
+    _check_environment()
+    cmd = [HEAPPROFD] + ([] if "--listen" in args else ["--listen", f"127.0.0.1:{free_port()}"])
+    cmd += list(args) + ([] if "--pin-dir" in args else ["--pin-dir", "none"])
+    r = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=30)
+    missing = [n for n in names if n not in r.stderr]
+    present = [n for n in not_names if n in r.stderr]
+    check(r.returncode == 1 and not missing and not present and "listening on" not in r.stderr,
+          f"{what}: {' '.join(cmd)}: expected exit status 1 without serving, naming "
+          f"{list(names)} and not {list(not_names)}; got status {r.returncode}, not naming "
+          f"{missing}, naming {present}; stderr:\n{r.stderr}")
+    return r.stderr
+
+
 # Totals per leaf function of tests/workloads/exact.c at --sample-interval 1
 # ([alloc_objects, alloc_space, inuse_objects, inuse_space]); test_exact.py
 # explains each line. The one copy: keep it in step with exact.c.

@@ -174,13 +174,9 @@ def test_an_allocator_the_daemon_may_not_read_is_named_and_not_retried():
 def test_a_pin_directory_that_cannot_be_opened_is_not_called_in_use():
     """--pin-dir /dev/null: open() fails with ENOTDIR, which is what the
     daemon says, naming the directory; it does not start."""
-    cmd = [h.HEAPPROFD, "--listen", f"127.0.0.1:{h.free_port()}", "--pin-dir", "/dev/null"]
-    r = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=30)
-    h.check(r.returncode == 1, f"{' '.join(cmd)}: exit status {r.returncode}, expected 1; "
-                               f"stderr:\n{r.stderr}")
-    h.check("open pin directory /dev/null: Not a directory" in r.stderr
-            and "in use" not in r.stderr,
-            f"the error should be the open() of /dev/null, not 'in use'; stderr:\n{r.stderr}")
+    h.check_refuses(["--pin-dir", "/dev/null"], "the error is the open() of /dev/null",
+                    names=["open pin directory /dev/null: Not a directory"],
+                    not_names=["in use"])
 
 
 def test_each_probe_layout_tried_says_why_it_failed():
@@ -220,12 +216,8 @@ def test_the_server_starts_with_descriptors_past_fd_setsize_and_names_a_failed_b
     finally:
         for fd in fds:
             os.close(fd)
-    cmd = [h.HEAPPROFD, "--listen", f"192.0.2.1:{h.free_port()}", "--allow-remote",
-           "--pin-dir", "none"]
-    r = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=30)
-    h.check(r.returncode == 1 and "bind: Cannot assign requested address" in r.stderr,
-            f"{' '.join(cmd)}: expected exit status 1 and the bind() error, got "
-            f"{r.returncode}; stderr:\n{r.stderr}")
+    h.check_refuses(["--listen", f"192.0.2.1:{h.free_port()}", "--allow-remote"],
+                    "an address of no interface here", ["bind: Cannot assign requested address"])
 
 
 def test_more_executable_mappings_than_tables_is_logged_and_counted():
@@ -272,17 +264,13 @@ def test_pinned_maps_of_other_sizes_are_refused_only_while_they_hold_a_running_p
     refuses them while the process they hold runs, naming it; once it has
     exited, the daemon removes them and starts afresh, saying so once."""
     pin = f"/sys/fs/bpf/heapprofd-test-diagnostics-{TAG}-{int(time.time() * 1000) % 100000}"
-    cmd = [h.HEAPPROFD, "--listen", f"127.0.0.1:{h.free_port()}", "--pin-dir", pin,
-           "--max-stacks", "8192"]
     try:
         with h.Workload("exits", "60000") as w:
             with h.Daemon("--pin-dir", pin, "--max-stacks", "4096") as a:
                 a.profile(f"/debug/pprof/heap?pid={w.pid}")  # attaches
-            r = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                               timeout=30)
-            h.check(r.returncode == 1 and "--max-stacks" in r.stderr and f"pid {w.pid}" in r.stderr,
-                    f"{' '.join(cmd)} while pid {w.pid} runs: expected exit status 1 naming "
-                    f"--max-stacks and the pid, got {r.returncode}; stderr:\n{r.stderr}")
+            h.check_refuses(["--pin-dir", pin, "--max-stacks", "8192"],
+                            f"other map sizes while pid {w.pid} runs",
+                            ["--max-stacks", f"pid {w.pid}"])
         with h.Daemon("--pin-dir", pin, "--max-stacks", "8192") as b:
             said = [x for x in b.stderr().splitlines() if "starting afresh" in x]
             h.check(len(said) == 1 and "--max-stacks" in said[0],
