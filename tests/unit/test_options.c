@@ -332,7 +332,21 @@ static void lists_and_paths_stop_at_their_bounds(void)
         sprintf(text + strlen(text), "comm = c%d\n", i);
     write_config(path, sizeof(path), text);
     CHECK_INT_EQ(PARSE(&o, err, "--config", path), -EINVAL);
-    CHECK(strstr(err, ":65: comm wants a command name, not 'c64'") != NULL);
+    CHECK(strstr(err, ":65: comm: too many given, 'c64' does not fit (at most 64)") != NULL);
+    options_free(&o);
+    unlink(path);
+    free(text);
+    /* HP_MAX_TARGETS pids fit; one more is "too many", not a bad pid. */
+    text = malloc(32 * (HP_MAX_TARGETS + 1));
+    CHECK(text != NULL);
+    if (!text)
+        return;
+    text[0] = '\0';
+    for (int i = 1; i <= HP_MAX_TARGETS + 1; i++)
+        sprintf(text + strlen(text), "pid = %d\n", i);
+    write_config(path, sizeof(path), text);
+    CHECK_INT_EQ(PARSE(&o, err, "--config", path), -EINVAL);
+    CHECK(strstr(err, "pid: too many given, '1025' does not fit (at most 1024)") != NULL);
     options_free(&o);
     unlink(path);
     free(text);

@@ -235,6 +235,7 @@ static void check_cgroup_rules(pid_t pid, const char *path)
     snprintf(parent, sizeof(parent), "%.*s", (int)(strrchr(path, '/') - path), path);
     check_rule(pid, "cgroup", path, 1, "its own cgroup");
     check_rule(pid, "cgroup", parent, 1, "the cgroup above its own");
+    check_rule(pid, "cgroup", "/", 1, "the root, which holds every process");
     snprintf(rule, sizeof(rule), "%s/", path);
     check_rule(pid, "cgroup", rule, 1, "its own, with a trailing slash");
     snprintf(rule, sizeof(rule), "%s//", parent);
