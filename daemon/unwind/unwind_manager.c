@@ -94,7 +94,7 @@ void unwind_manager_destroy(struct unwind_manager *m)
 }
 
 /* Takes `n` rows from the free ranges (first fit); -ENOSPC if none is big enough. */
-static int rows_alloc(struct unwind_manager *m, uint32_t n, uint32_t *first)
+int unwind_manager_rows_alloc(struct unwind_manager *m, uint32_t n, uint32_t *first)
 {
     for (size_t i = 0; i < m->nfree; i++) {
         struct row_range *r = &m->free_ranges[i];
@@ -114,7 +114,7 @@ static int rows_alloc(struct unwind_manager *m, uint32_t n, uint32_t *first)
 }
 
 /* Gives rows back, merging with the neighbouring free ranges. */
-static void rows_free(struct unwind_manager *m, uint32_t first, uint32_t n)
+void unwind_manager_rows_free(struct unwind_manager *m, uint32_t first, uint32_t n)
 {
     size_t i = 0;
     while (i < m->nfree && m->free_ranges[i].start < first)
@@ -155,7 +155,7 @@ static void evict(struct unwind_manager *m, size_t i)
     struct unwind_file *f = m->files[i];
     m->files[i] = NULL;
     if (f->state == FILE_READY)
-        rows_free(m, f->first_row, f->nrows);
+        unwind_manager_rows_free(m, f->first_row, f->nrows);
     m->stats.files--;
     free(f);
 }
@@ -227,10 +227,11 @@ static void build_file(struct unwind_manager *m, struct unwind_file *f, const ch
     pthread_mutex_lock(&m->lock);
     m->stats.build_ns += took;
     m->stats.build_failures += e != 0;
-    int no_room = e == 0 && t.n > 0 && t.n <= UINT32_MAX && rows_alloc(m, (uint32_t)t.n, &first);
+    int no_room = e == 0 && t.n > 0 && t.n <= UINT32_MAX &&
+                  unwind_manager_rows_alloc(m, (uint32_t)t.n, &first) != 0;
     if (no_room) {
         evict_unused(m, UINT64_MAX); /* tables kept for no process make room first */
-        no_room = rows_alloc(m, (uint32_t)t.n, &first);
+        no_room = unwind_manager_rows_alloc(m, (uint32_t)t.n, &first) != 0;
     }
     if (e == 0 && (t.n == 0 || t.n > UINT32_MAX || no_room)) {
         m->stats.rows_full += t.n != 0;
@@ -241,7 +242,7 @@ static void build_file(struct unwind_manager *m, struct unwind_file *f, const ch
     int written = e == 0 ? bpf_state_write_unwind_rows(m->bpf, first, t.rows, t.n) : e;
     pthread_mutex_lock(&m->lock);
     if (e == 0 && written != 0) {
-        rows_free(m, first, (uint32_t)t.n);
+        unwind_manager_rows_free(m, first, (uint32_t)t.n);
         m->stats.build_failures++;
     }
     if (written == 0) {
