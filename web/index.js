@@ -18,6 +18,11 @@
     return { rate, over: 'mean since attach' };
   }
 
+  // CPU time: milliseconds below a second (the cost of a short look).
+  function cpuTime(seconds) {
+    return seconds < 1 ? (seconds * 1000).toFixed(1) + ' ms' : fmt.duration(seconds);
+  }
+
   // The columns, in order: add one here and its field in daemon/http/targets_json.c.
   const COLUMNS = [
     { title: 'pid', cell: (t, td) => {
@@ -35,6 +40,18 @@
     } },
     { title: 'allocated', cell: (t, td) => { td.textContent = fmt.bytes(t.allocated_bytes); } },
     { title: 'profiled for', cell: (t, td) => { td.textContent = fmt.duration(t.profiled_seconds); } },
+    { title: 'held by', cell: (t, td) => {
+      td.textContent = t.held_by.join(', ');
+      td.title = t.detach_in_seconds === null ? 'profiled while it runs'
+        : 'detached in ' + fmt.duration(t.detach_in_seconds) + ' unless asked for again';
+    } },
+    { title: 'cost', cell: (t, td) => {
+      td.textContent = t.cost_percent === null ? cpuTime(t.cost_cpu_seconds) + ' CPU'
+        : t.cost_percent.toFixed(t.cost_percent < 10 ? 1 : 0) + '% CPU';
+      td.title = t.probe_hits + ' probe hits, ~' + cpuTime(t.cost_cpu_seconds) +
+        ' of CPU added since attach' +
+        (t.forks_unprofiled ? '; ' + t.forks_unprofiled + ' children not profiled (--max-targets)' : '');
+    } },
     { title: 'allocator', name: true, cell: (t, td) => { td.textContent = t.allocator; } },
   ];
 

@@ -26,8 +26,12 @@
 /* Processes waiting to be attached at once (exec'd, forked): a burst
  * larger than this waits for the 1 s scan. */
 #define PENDING_MAX 256
-/* How often a waiting process is looked at again. */
+/* How often a waiting process is looked at again: every millisecond while
+ * a dynamic linker usually finishes (1-2 ms here), then every
+ * PENDING_SLOW_POLL_NS (a program held at its exec, by a debugger say). */
 #define PENDING_POLL_MS 1
+#define PENDING_FAST_NS (10 * 1000000ull)
+#define PENDING_SLOW_POLL_NS (10 * 1000000ull)
 /* How long an exec'd process may keep its dynamic linker busy before it is
  * attached on what is loaded so far (a linker that never says it is done,
  * a program that dlopens in its constructors). */
@@ -48,6 +52,7 @@
 struct pending {
     pid_t pid;
     pid_t parent;          /* a forked child's parent (0: an exec) */
+    bool reattach;         /* a target that exec'd */
     uint64_t event_ns;     /* its exec or fork */
     uint64_t not_before_ns; /* a child: its fork plus the grace */
     struct holders holders;
@@ -139,15 +144,18 @@ static void on_exec(struct process_watch *w, const struct hp_proc_event *ev)
             break;
         }
     struct holders kept;
-    if (targets_exec_d(w->targets, pid, ev->time_ns, &kept))
+    if (targets_exec_d(w->targets, pid, ev->time_ns, &kept)) {
         holders_merge(&p.holders, &kept);
-    else
+        p.reattach = true;
+    } else
         targets_release(w->targets, pid, HOLD_FORK); /* attached after the exec, as a child */
     holders_drop(&p.holders, HOLD_FORK);
     if (rule_matches(w, pid))
         holders_add(&p.holders, HOLD_RULE, HOLD_FOREVER);
     if (holders_held(&p.holders, monotonic_ns()))
         add_pending(w, &p);
+    else if (w->events)
+        process_events_unwatch(w->events, pid); /* a child that exec'd: not followed */
 }
 
 /* A fork of a watched process: the child is followed, held as its parent. */
@@ -158,7 +166,13 @@ static void on_fork(struct process_watch *w, const struct hp_proc_event *ev)
     uint64_t now = monotonic_ns();
     struct pending p = {.pid = (pid_t)ev->pid, .parent = (pid_t)ev->ppid,
                         .event_ns = ev->time_ns, .not_before_ns = ev->time_ns + FORK_GRACE_NS};
-    if (targets_holders_of(w->targets, p.parent, &parent))
+    bool parent_known = targets_holders_of(w->targets, p.parent, &parent);
+    for (size_t i = 0; i < w->npending && !parent_known; i++)
+        if (w->pending[i].pid == p.parent) { /* a child's child, forked in its grace */
+            parent = w->pending[i].holders;
+            parent_known = true;
+        }
+    if (parent_known)
         p.holders = holders_for_child(&parent, now);
     if (holders_held(&p.holders, now))
         add_pending(w, &p);
@@ -202,6 +216,8 @@ static void finish_pending(struct process_watch *w, const struct pending *p, int
     uint64_t delay = monotonic_ns() - p->event_ns;
     if (e == 0 && p->parent) {
         count(w, &w->stats.forks_attached, 1);
+    } else if (e == 0 && p->reattach) {
+        /* a target that exec'd: counted by the table (reattached_total) */
     } else if (e == 0) {
         pthread_mutex_lock(&w->lock);
         w->stats.exec_attached++;
@@ -219,9 +235,12 @@ static void finish_pending(struct process_watch *w, const struct pending *p, int
                 scrubbed == 0 ? "the probes it inherited were taken out"
                               : "it runs with the probes it inherited, unprofiled: ",
                 scrubbed == 0 ? "" : why);
-    } else if (e != -ENOSPC && holders_holds(&p->holders, HOLD_RULE, 0)) {
-        remember_failure(w, p->pid, err); /* over the cap: the scan retries */
-    } else if (e != -ENOSPC) {
+    } else if (e == -ENOSPC || e == -ENOENT) {
+        /* Over the cap, or no allocator yet (held at its exec): the scan
+         * and the reaper retry. */
+    } else if (holders_holds(&p->holders, HOLD_RULE, 0)) {
+        remember_failure(w, p->pid, err);
+    } else {
         fprintf(stderr, "heapprofd: pid %d after exec: %s\n", (int)p->pid, err);
     }
     if (e && e != -ESRCH && w->events)
@@ -242,11 +261,14 @@ static void attach_pending(struct process_watch *w)
         }
         char err[512] = "";
         bool settle = now - p->event_ns < EXEC_SETTLE_MAX_NS;
-        struct hold_request how = {.event_ns = p->event_ns, .just_exec_d = settle};
+        struct hold_request how = {.event_ns = p->event_ns, .just_exec_d = settle,
+                                   .reattach = p->reattach};
         int e = holders_held(&p->holders, now)
                     ? targets_hold_set(w->targets, p->pid, &p->holders, &how, err, sizeof(err))
                     : -ESRCH; /* its holds ended while it waited */
         if (e == -EAGAIN && settle) {
+            if (now - p->event_ns >= PENDING_FAST_NS)
+                p->not_before_ns = now + PENDING_SLOW_POLL_NS;
             i++;
             continue;
         }

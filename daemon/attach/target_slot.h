@@ -52,7 +52,7 @@ void target_free(struct target *tg);
 
 /* Under the lock (or owning a detaching `tg`): a copy of `tg` for callers,
  * all but the counters that need a system call. */
-void target_info_copy(const struct target *tg, struct target_info *out);
+void target_info_copy(const struct targets *t, const struct target *tg, struct target_info *out);
 
 /* Without the lock: the probe hits of image slot `slot` and the CPU time
  * the process has used since attach, into `out` (filled by

@@ -267,6 +267,7 @@ int targets_hold_set(struct targets *t, pid_t pid, const struct holders *holders
         target_release_probes(t, tg, 0);
     pthread_mutex_lock(&t->lock);
     finish_attach(t, slot, tg, e, t0);
+    t->reattached_total += e == 0 && how->reattach;
     pthread_mutex_unlock(&t->lock);
     if (e) {
         target_free(tg);
@@ -341,7 +342,17 @@ int targets_scrub_inherited(struct targets *t, pid_t pid, char *err, size_t errl
     return e;
 }
 
-void target_info_copy(const struct target *tg, struct target_info *out)
+/* The CPU time one probe hit costs target `tg`. It belongs to the sampler
+ * that probes it: the uprobe sampler's is calibrated at start-up; a
+ * sampler whose hits are only its sampled calls needs its own (0: not
+ * known). */
+static uint64_t ns_per_hit_of(const struct targets *t, const struct target *tg)
+{
+    (void)tg; /* every target is probed by the uprobe sampler */
+    return t->ns_per_hit;
+}
+
+void target_info_copy(const struct targets *t, const struct target *tg, struct target_info *out)
 {
     out->pid = tg->pid;
     memcpy(out->comm, tg->comm, sizeof(out->comm));
@@ -354,6 +365,7 @@ void target_info_copy(const struct target *tg, struct target_info *out)
     out->cpu_ns_at_attach = tg->cpu_ns_at_attach;
     out->cpu_ns = tg->cpu_ns_last - tg->cpu_ns_at_attach;
     out->forks_unprofiled = tg->forks_unprofiled;
+    out->ns_per_hit = ns_per_hit_of(t, tg);
     out->probe_hits = 0;
 }
 
@@ -371,10 +383,8 @@ bool targets_info(struct targets *t, pid_t pid, struct target_info *out)
     size_t slot;
     pthread_mutex_lock(&t->lock);
     struct target *tg = find_live(t, pid, &slot);
-    if (tg) {
-        target_info_copy(tg, out);
-        out->ns_per_hit = t->ns_per_hit;
-    }
+    if (tg)
+        target_info_copy(t, tg, out);
     pthread_mutex_unlock(&t->lock);
     if (tg)
         target_info_count(t, slot, out);
@@ -401,8 +411,7 @@ size_t targets_list(struct targets *t, struct target_info *out, size_t cap)
         if (!tg || tg->detaching || tg->attaching)
             continue;
         if (n < cap) {
-            target_info_copy(tg, &out[n]);
-            out[n].ns_per_hit = t->ns_per_hit;
+            target_info_copy(t, tg, &out[n]);
             slots[n] = (uint32_t)i;
         }
         n++;

@@ -86,7 +86,8 @@ struct targets {
     uint64_t last_detach_ns;   /* under lock: how long removing the last target's probes took */
     size_t max_targets;        /* under lock: processes profiled at once */
     uint64_t idle_ns;          /* under lock: --idle-detach (0: a request holds for ever) */
-    uint64_t ns_per_hit;       /* under lock: calibrated cost of a probe hit (probe_cost.h) */
+    uint64_t ns_per_hit;       /* calibrated cost of a uprobe hit (probe_cost.h); set before the
+                                * first attach, read-only after */
     targets_farewell_fn on_farewell; /* NULL: nothing kept of targets that go */
     void *on_farewell_arg;
 };
@@ -114,6 +115,7 @@ struct hold_request {
     uint64_t event_ns; /* the exec or fork that asked (CLOCK_MONOTONIC; 0: none) */
     bool just_exec_d;  /* it has just exec'd: -EAGAIN until its dynamic linker has loaded
                         * every library, so the allocator found is the one it binds to */
+    bool reattach;     /* a target that exec'd: counted in reattached_total */
 };
 
 /*

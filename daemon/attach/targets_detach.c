@@ -106,12 +106,10 @@ static void mark(struct targets *t, size_t slot, enum target_end end, int keep_p
 
 /* Keeps the last profile of `tg`, in `slot`, which is going (no lock:
  * its slot is marked, no one else touches it). */
-static void say_farewell(struct targets *t, size_t slot, struct target *tg, uint64_t idle_ns,
-                         uint64_t ns_per_hit)
+static void say_farewell(struct targets *t, size_t slot, struct target *tg, uint64_t idle_ns)
 {
     struct target_info info;
-    target_info_copy(tg, &info);
-    info.ns_per_hit = ns_per_hit;
+    target_info_copy(t, tg, &info);
     target_info_count(t, slot, &info);
     struct target_farewell f = {
         .pid = tg->pid,
@@ -137,15 +135,14 @@ static void let_go(struct targets *t, const size_t *slots, size_t n)
 {
     if (n == 0)
         return;
-    uint64_t took = 0, idle_ns, ns_per_hit;
+    uint64_t took = 0, idle_ns;
     pthread_mutex_lock(&t->lock);
     idle_ns = t->idle_ns;
-    ns_per_hit = t->ns_per_hit;
     pthread_mutex_unlock(&t->lock);
     for (size_t k = 0; k < n; k++) {
         struct target *tg = t->slot[slots[k]];
         if (tg->keep_profile)
-            say_farewell(t, slots[k], tg, idle_ns, ns_per_hit);
+            say_farewell(t, slots[k], tg, idle_ns);
         took = target_release_probes(t, tg, 0);
     }
     pthread_mutex_lock(&t->lock);
@@ -220,14 +217,9 @@ void targets_reap(struct targets *t)
      * as it was. */
     for (size_t k = 0; k < nexec; k++) {
         char err[512];
-        struct hold_request how = {.just_exec_d = false}; /* a second after: loaded */
-        if (targets_hold_set(t, exec_d[k], &kept[k], &how, err, sizeof(err)) != 0) {
+        struct hold_request how = {.reattach = true}; /* a second after its exec: loaded */
+        if (targets_hold_set(t, exec_d[k], &kept[k], &how, err, sizeof(err)) != 0)
             fprintf(stderr, "heapprofd: pid %d after exec: %s\n", (int)exec_d[k], err);
-            continue;
-        }
-        pthread_mutex_lock(&t->lock);
-        t->reattached_total++;
-        pthread_mutex_unlock(&t->lock);
     }
     free(kept);
 }

@@ -82,6 +82,21 @@ static size_t choose(struct daemon_ctx *ctx, const struct profile_query *q,
     return k;
 }
 
+/* The comments on what heapprofd did to the process: its cost, and how
+ * soon after its exec or fork it was attached. */
+static int add_target_comments(struct pprof_profile *p, const struct target_info *info)
+{
+    char line[256];
+    probe_cost_describe(info->probe_hits, info->ns_per_hit, info->cpu_ns, line, sizeof(line));
+    int e = pprof_add_comment(p, line);
+    if (e == 0 && info->attach_delay_ns) {
+        snprintf(line, sizeof(line), "heapprofd: attached %.1f ms after its exec or fork",
+                 info->attach_delay_ns / 1e6);
+        e = pprof_add_comment(p, line);
+    }
+    return e;
+}
+
 int views_build(struct daemon_ctx *ctx, const struct profile_query *q, const struct caller *who,
                 int default_alloc, struct pprof_profile **out, char *err, size_t errlen)
 {
@@ -107,11 +122,8 @@ int views_build(struct daemon_ctx *ctx, const struct profile_query *q, const str
     e = heap_profile_build_parts(ctx->bpf, ctx->cache, &spec, parts, ng, q->pid == 0, out, err,
                                  errlen);
     struct target_info info;
-    if (e == 0 && q->pid && targets_info(ctx->targets, q->pid, &info)) {
-        char line[256];
-        probe_cost_describe(info.probe_hits, info.ns_per_hit, info.cpu_ns, line, sizeof(line));
-        e = pprof_add_comment(*out, line);
-    }
+    if (e == 0 && q->pid && targets_info(ctx->targets, q->pid, &info))
+        e = add_target_comments(*out, &info);
 out:
     for (size_t i = 0; g && i < ng; i++)
         free(g[i].counts);
@@ -155,9 +167,7 @@ void views_keep_last_profile(void *arg, const struct target_farewell *f)
                                  sizeof(err)) == 0) {
         farewell_line(f, line, sizeof(line));
         pprof_add_comment(p, line);
-        probe_cost_describe(f->info->probe_hits, f->info->ns_per_hit, f->info->cpu_ns, line,
-                            sizeof(line));
-        pprof_add_comment(p, line);
+        add_target_comments(p, f->info);
         if (exited_profiles_put(ctx->exited, f->pid, f->start_time, p) == 0)
             p = NULL; /* kept */
         else

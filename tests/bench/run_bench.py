@@ -25,7 +25,12 @@ that split heapprofd's cost above floor-emulated into its parts:
                      what the kernel's session machinery adds to a plain
                      uprobe_multi entry;
   heapprofd-unsampled  heapprofd (auto) with --sample-interval 4294967296,
-                     so nothing is sampled: its unsampled path alone.
+                     so nothing is sampled: its unsampled path alone;
+  heapprofd-idle     heapprofd (auto) with --idle-detach 1s: attached by a
+                     request, then let go when no other came (the harness
+                     waits for heapprofd_idle_detached_total to move)
+                     before the measured loop: what a process pays once a
+                     quick look is over (bare, if the probes are gone).
 A pair's cost is each thread's CPU time for its loop (user and system: the
 kernel's uprobe handling is charged to the thread that trapped) divided by
 its pairs, averaged over the threads; time preempted by other processes is
@@ -109,6 +114,7 @@ CONFIGS = {
     "heapprofd": ("heapprofd", "auto", "cheap"),
     "heapprofd-classic": ("heapprofd", "classic", "cheap"),
     "heapprofd-unsampled": ("heapprofd", "unsampled", "cheap"),
+    "heapprofd-idle": ("heapprofd", "idle", "cheap"),
     "heapprofd-every": ("heapprofd", "auto-every", "sampled"),
     "heapprofd-classic-every": ("heapprofd", "classic-every", "sampled"),
 }
@@ -119,6 +125,7 @@ DAEMONS = {
     "auto": [],
     "classic": ["--probe-layout", "classic"],
     "unsampled": ["--sample-interval", str(NEVER_SAMPLE)],
+    "idle": ["--idle-detach", "1s"],
     "auto-every": ["--sample-interval", "1"],
     "classic-every": ["--sample-interval", "1", "--probe-layout", "classic"],
 }
@@ -241,12 +248,18 @@ def stop(proc, sig=signal.SIGTERM):
             proc.wait()
 
 
+def supports(path, flag):
+    """Whether heapprofd at `path` knows `flag` (an older build, run for a
+    side-by-side comparison, may not)."""
+    out = subprocess.run([path, "--help"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                         text=True).stdout
+    return flag in out
+
+
 def pin_args(path):
     """--pin-dir none where heapprofd has it: each daemon of the run keeps its own maps,
     and none meets maps pinned by another heapprofd (or leaves any behind)."""
-    out = subprocess.run([path, "--help"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                         text=True).stdout
-    return ["--pin-dir", "none"] if "--pin-dir" in out else []
+    return ["--pin-dir", "none"] if supports(path, "--pin-dir") else []
 
 
 class Daemon:
@@ -320,6 +333,15 @@ class Daemon:
         wall = time.monotonic() - t0
         return wall, self.metrics()["heapprofd_last_attach_seconds"]
 
+    def wait_idle_detached(self, before):
+        """Waits until heapprofd_idle_detached_total exceeds before; BenchError on timeout."""
+        deadline = time.monotonic() + DETACH_TIMEOUT
+        while self.metrics().get("heapprofd_idle_detached_total", 0) <= before:
+            if time.monotonic() > deadline:
+                raise BenchError(f"heapprofd did not let go of an idle process within "
+                                 f"{DETACH_TIMEOUT} s{self.state()}")
+            time.sleep(0.02)
+
     def wait_detached(self, before):
         """heapprofd_last_detach_seconds once detached_total exceeds before; None on timeout."""
         deadline = time.monotonic() + DETACH_TIMEOUT
@@ -367,6 +389,8 @@ def run_once(args, config, threads, iterations, daemon=None, timing=None, stats=
             detached_before = m["heapprofd_detached_total"]
             samples_before = m["heapprofd_samples_total"]
             wall, attach_s = daemon.attach(pid)
+            if param == "idle":
+                daemon.wait_idle_detached(m["heapprofd_idle_detached_total"])
         prober = probes.pid if probes else daemon.proc.pid if daemon else None
         if stats is not None and prober:
             stats_before = bpf_prog_stats(prober)
@@ -383,7 +407,7 @@ def run_once(args, config, threads, iterations, daemon=None, timing=None, stats=
             pairs = threads * iterations
             stats.append(((after[0] - stats_before[0]) / pairs,
                           (after[1] - stats_before[1]) / pairs))
-        if kind == "heapprofd":
+        if kind == "heapprofd" and param != "idle":
             # Also keeps the detach out of the next run's measured loop.
             detach_s = daemon.wait_detached(detached_before)
             if detach_s is None:
@@ -553,6 +577,8 @@ def main():
         configs += ["heapprofd", "heapprofd-classic"]
         if args.breakdown:
             configs.append("heapprofd-unsampled")
+        if supports(args.heapprofd, "--idle-detach"):
+            configs.append("heapprofd-idle")
     # The every-allocation-sampled runs go in the same interleaving, 1 thread only.
     sampled_configs = list(SAMPLED) if args.heapprofd and not args.no_sampled \
         and 1 in args.threads else []
@@ -572,7 +598,7 @@ def main():
             kind, key, _ = CONFIGS[config]
             if kind == "heapprofd":
                 daemons[key] = Daemon(args.heapprofd, DAEMONS[key])
-                if config not in sampled_configs:
+                if config not in sampled_configs and key != "idle":
                     timings[key] = []
         for threads in args.threads:
             for rep in range(args.repeats):

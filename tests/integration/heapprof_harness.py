@@ -13,6 +13,7 @@ Environment (set by tests/integration/CMakeLists.txt):
              reason, in CI and outside it alike.
 """
 
+import json
 import os
 import queue
 import re
@@ -20,6 +21,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import traceback
@@ -294,6 +296,15 @@ class Daemon:
         check_equal(r.status, 200, "GET /debug/pprof/: status")
         return {int(p) for p in re.findall(r"heap\?pid=(\d+)", r.text())}
 
+    def index_entry(self, pid):
+        """The JSON index's entry of `pid` (/debug/pprof/?format=json), or None."""
+        r = self.request("/debug/pprof/?format=json")
+        check_equal(r.status, 200, "GET /debug/pprof/?format=json: status")
+        for t in json.loads(r.body)["targets"]:
+            if t["pid"] == pid:
+                return t
+        return None
+
     def wait_until(self, condition, timeout, what):
         """wait_until(), with the daemon's stderr in the failure."""
         try:
@@ -448,6 +459,48 @@ class Workload:
         """The text of /proc/PID/maps."""
         with open(f"/proc/{self.pid}/maps") as f:
             return f.read()
+
+
+_ALIASES = []
+
+
+def workload_alias(name, comm):
+    """A path that runs workload `name` as command `comm` (at most 15
+    characters): a symlink in a temporary directory removed at exit, since
+    comm comes from the name exec'd. For rules that must match this test's
+    processes only, while other tests run the same workloads."""
+    if not _ALIASES:
+        _ALIASES.append(tempfile.TemporaryDirectory(prefix="heapprofd-alias-"))
+    path = os.path.join(_ALIASES[0].name, comm)
+    if not os.path.lexists(path):
+        os.symlink(os.path.abspath(os.path.join(WORKLOADS, name)), path)
+    return path
+
+
+def allocator_breakpoints(pid):
+    """The file offsets in the libc text of process `pid` where its memory
+    differs from the file: the int3s of uprobes, which the kernel writes at
+    each probed instruction. [] once every probe is gone; fails if the
+    process maps no libc."""
+    found, diffs = False, []
+    with open(f"/proc/{pid}/maps") as f:
+        lines = f.read().splitlines()
+    for line in lines:
+        parts = line.split()
+        if len(parts) < 6 or "x" not in parts[1] or "/libc.so" not in parts[5]:
+            continue
+        found = True
+        lo, hi = (int(x, 16) for x in parts[0].split("-"))
+        offset = int(parts[2], 16)
+        with open(f"/proc/{pid}/mem", "rb") as m:
+            m.seek(lo)
+            mem = m.read(hi - lo)
+        with open(parts[5], "rb") as fl:
+            fl.seek(offset)
+            disk = fl.read(hi - lo)
+        diffs += [offset + i for i in range(min(len(mem), len(disk))) if mem[i] != disk[i]]
+    check(found, f"pid {pid} maps no libc text:\n" + "\n".join(lines))
+    return diffs
 
 
 def nonexistent_pid():

@@ -1,7 +1,8 @@
 """The HTTP interface at its edges: status codes and one-line reasons for
 missing processes (404), malformed parameters (400) and unknown paths (404);
 /healthz, the index and /metrics; many concurrent requests; processes that
-exit or are killed while profiled (404 afterwards, daemon unharmed); and
+exit or are killed while profiled (their last profile at once, never a 404
+in between; the daemon unharmed); and
 delta profiles (seconds=1) that cover only their window. One daemon with
 --sample-interval 1 serves all of it."""
 
@@ -176,7 +177,17 @@ def test_a_delta_profile_does_not_hold_up_other_requests():
             f"seconds=2: expected 200 after about 2 s, got {status} after {elapsed:.2f} s")
 
 
-def test_a_process_killed_mid_profile_is_404_and_the_daemon_keeps_serving():
+def check_last_profile(pid, what):
+    """Fails unless a request for `pid`, which exited, gets its kept last
+    profile at once (the exit event or the request itself keeps it)."""
+    body = daemon().profile(f"/debug/pprof/heap?pid={pid}")
+    comments = h.pprof(body, "-comments")
+    h.check(f"process {pid} exited" in comments,
+            f"{what}: the answer right after the exit is not the kept last profile; "
+            f"comments:\n{comments}")
+
+
+def test_a_process_killed_mid_profile_keeps_its_last_profile_and_the_daemon_keeps_serving():
     d = daemon()
     with h.Workload("exits", 60000) as w:
         d.profile(f"/debug/pprof/heap?pid={w.pid}")  # attaches
@@ -191,7 +202,7 @@ def test_a_process_killed_mid_profile_is_404_and_the_daemon_keeps_serving():
         d.wait_until(sampled, SAMPLES_TIMEOUT_S,
                      lambda: f"exits: alloc_forever samples; samples:\n{h.describe(seen)}")
         w.kill()
-        check_status(f"/debug/pprof/heap?pid={w.pid}", 404)
+        check_last_profile(w.pid, "a process killed mid-profile")
     d.check_alive("after a profiled process was killed")
     check_status("/healthz", 200, one_line=False)
     # A new workload is still profiled exactly.
@@ -206,7 +217,7 @@ def test_a_process_killed_mid_profile_is_404_and_the_daemon_keeps_serving():
                   "exact after a killed process: alloc_freed totals")
 
 
-def test_a_process_that_exits_by_itself_is_404_afterwards():
+def test_a_process_that_exits_by_itself_keeps_its_last_profile():
     d = daemon()
     with h.Workload("exits", 300) as w:
         d.profile(f"/debug/pprof/heap?pid={w.pid}")  # attaches
@@ -216,7 +227,7 @@ def test_a_process_that_exits_by_itself_is_404_afterwards():
         except Exception:
             raise h.Failure("exits 300 did not exit within 10 s") from None
         h.check_equal(status, 0, "exits 300: exit status")
-        check_status(f"/debug/pprof/heap?pid={w.pid}", 404)
+        check_last_profile(w.pid, "a process that exited by itself")
     d.check_alive("after a profiled process exited")
 
 
@@ -270,7 +281,7 @@ if __name__ == "__main__":
         test_debug_1_is_legacy_text,
         test_concurrent_requests_are_all_answered,
         test_a_delta_profile_does_not_hold_up_other_requests,
-        test_a_process_killed_mid_profile_is_404_and_the_daemon_keeps_serving,
-        test_a_process_that_exits_by_itself_is_404_afterwards,
+        test_a_process_killed_mid_profile_keeps_its_last_profile_and_the_daemon_keeps_serving,
+        test_a_process_that_exits_by_itself_keeps_its_last_profile,
         test_a_delta_profile_covers_only_its_seconds,
     ], around=daemon_and_live_workload)

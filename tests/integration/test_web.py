@@ -75,7 +75,7 @@ def test_chromium_shows_the_workloads_functions_in_the_flame_graph():
 
     h.check_equal(seen["console_errors"], [], "errors in the browser's console")
     h.check_equal(seen["index_row"][:2], [str(w.pid), "exact"], "the index row (pid, command)")
-    for column in ("in use", "allocation rate", "profiled for"):
+    for column in ("in use", "allocation rate", "profiled for", "held by", "cost"):
         h.check(column in seen["index_headers"], f"no '{column}' column: {seen['index_headers']}")
     h.check_equal(seen["title"], f"exact (pid {w.pid})", "the process page's title")
 
