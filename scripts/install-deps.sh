@@ -1,15 +1,22 @@
 #!/usr/bin/env bash
 # install-deps.sh - installs the Debian 12 packages heapprofd needs to build,
-# run and test (systemd: systemd-analyze for the ctest systemd.unit).
+# run and test (systemd: systemd-analyze for the ctest systemd.unit; the man
+# page, the .deb and its tests: help2man, dpkg-dev with file for CPack's
+# dpkg-shlibdeps, lintian, man-db, python3-yaml and python3-kubernetes for
+# the DaemonSet's checks, run by Debian's /usr/bin/python3).
 # Safe to run again: apt skips what is already there.
 set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
-apt-get install -y -qq --no-install-recommends \
+# Waits for dpkg's lock rather than failing: another session's apt, or the
+# package test's dpkg -i (tests/package), may hold it for a while.
+apt-get install -y -qq --no-install-recommends -o DPkg::Lock::Timeout=600 \
     build-essential cmake pkg-config clang bpftool \
     libbpf-dev libelf-dev libdw-dev libmicrohttpd-dev zlib1g-dev \
     golang-go python3 curl gdb binutils libjemalloc2 libtcmalloc-minimal4 libmimalloc2.0 \
     ca-certificates \
     systemd \
     libiberty-dev xz-utils golang-github-google-pprof-dev \
-    libclang-rt-14-dev llvm >/dev/null # libFuzzer and ASan for clang; llvm-symbolizer
+    libclang-rt-14-dev llvm \
+    help2man dpkg-dev file lintian man-db python3-yaml python3-kubernetes \
+    >/dev/null # libclang-rt-14-dev, llvm: libFuzzer and ASan for clang; llvm-symbolizer
