@@ -41,8 +41,9 @@
 #define HP_MAX_TARGETS 1024
 
 /* Unwind table rows across all loaded files: 12 bytes each, which the
- * kernel's array map stores 16 bytes apart, preallocated: 32 MiB. Tables take about 21,000-24,000 rows per MiB of code
- * (libc.so.6: 28,274 rows for 1.3 MiB; python3: 64,575 for 2.7 MiB; see
+ * kernel's array map stores 16 bytes apart, preallocated: 32 MiB. Tables
+ * take about 21,000-24,000 rows per MiB of code (libc.so.6: 28,274 rows
+ * for 1.3 MiB; python3: 64,575 for 2.7 MiB; see
  * tests/bench/unwind_table_bench), so this holds ~85 MiB of code: libc,
  * a large program and dozens of libraries. A file whose table does not fit
  * is unwound by frame pointers, counted in /metrics. */
