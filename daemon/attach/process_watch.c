@@ -227,14 +227,15 @@ static void finish_pending(struct process_watch *w, const struct pending *p, int
         /* gone already */
     } else if (p->parent) {
         char why[512];
-        count(w, &w->stats.forks_unprofiled, 1);
-        targets_note_unprofiled_fork(w->targets, p->parent);
         int scrubbed = targets_scrub_inherited(w->targets, p->pid, why, sizeof(why));
         fprintf(stderr, "heapprofd: pid %d, forked by profiled pid %d, is not profiled: %s; %s%s\n",
                 (int)p->pid, (int)p->parent, err,
                 scrubbed == 0 ? "the probes it inherited were taken out"
                               : "it runs with the probes it inherited, unprofiled: ",
                 scrubbed == 0 ? "" : why);
+        /* Counted once all of that is done: what the count shows is over. */
+        targets_note_unprofiled_fork(w->targets, p->parent);
+        count(w, &w->stats.forks_unprofiled, 1);
     } else if (e == -ENOSPC || e == -ENOENT) {
         /* Over the cap, or no allocator yet (held at its exec): the scan
          * and the reaper retry. */

@@ -262,8 +262,9 @@ int targets_hold_set(struct targets *t, pid_t pid, const struct holders *holders
     if (e == 0 && how->event_ns && t0 > how->event_ns)
         tg->attach_delay_ns = monotonic_ns() - how->event_ns;
     /* A failed attach is undone while the slot is still reserved, so that
-     * no new attach of the pid starts before its state is gone. */
-    if (e)
+     * no new attach of the pid starts before its state is gone. One told
+     * to wait for the linker made nothing yet (and is tried every ms). */
+    if (e && e != -EAGAIN)
         target_release_probes(t, tg, 0);
     pthread_mutex_lock(&t->lock);
     finish_attach(t, slot, tg, e, t0);
