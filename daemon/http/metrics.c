@@ -167,9 +167,31 @@ static int write_watch_metrics(struct daemon_ctx *ctx, struct pprof_buf *out)
 {
     struct process_watch_stats w;
     process_watch_stats(ctx->watch, &w);
-    int e = emit_metric(out, "process_events_up", "gauge",
-                        "1 if exec, fork and exit events come from BPF (else a 1 s scan alone).",
-                        w.events_on);
+    const struct {
+        const char *name, *type, *help;
+        uint64_t value;
+    } plain[] = {
+        {"process_events_up", "gauge",
+         "1 if exec, fork and exit events come from BPF (else a 1 s scan alone).",
+         (uint64_t)w.events_on},
+        {"process_events_lost_total", "counter",
+         "Process events dropped, the ring buffer full (the scan catches up).", w.events_lost},
+        {"process_watch_full_total", "counter",
+         "Processes whose forks and exit could not be watched (map full).", w.watch_full},
+        {"scan_attached_total", "counter",
+         "Processes a rule matched that the 1 s scan attached (no event for them).",
+         w.scan_attached},
+        {"forks_attached_total", "counter", "Children of profiled processes attached.",
+         w.forks_attached},
+        {"forks_unprofiled_total", "counter",
+         "Children of profiled processes that could not be attached (--max-targets); their "
+         "inherited probes are taken out.",
+         w.forks_unprofiled},
+    };
+    int e = 0;
+    for (size_t i = 0; i < sizeof(plain) / sizeof(plain[0]) && e == 0; i++)
+        e = emit_metric(out, plain[i].name, plain[i].type, plain[i].help,
+                        (unsigned long long)plain[i].value);
     if (e == 0)
         e = pprof_buf_printf(out,
                              "# HELP heapprofd_process_events_total Process events received.\n"
@@ -180,14 +202,6 @@ static int write_watch_metrics(struct daemon_ctx *ctx, struct pprof_buf *out)
                              (unsigned long long)w.execs, (unsigned long long)w.forks,
                              (unsigned long long)w.exits);
     if (e == 0)
-        e = emit_metric(out, "process_events_lost_total", "counter",
-                        "Process events dropped, the ring buffer full (the scan catches up).",
-                        w.events_lost);
-    if (e == 0)
-        e = emit_metric(out, "process_watch_full_total", "counter",
-                        "Processes whose forks and exit could not be watched (map full).",
-                        w.watch_full);
-    if (e == 0)
         e = pprof_buf_printf(out,
                              "# HELP heapprofd_exec_attach_seconds Delay from exec to attached, "
                              "of processes a rule matched at their exec.\n"
@@ -195,18 +209,6 @@ static int write_watch_metrics(struct daemon_ctx *ctx, struct pprof_buf *out)
                              "heapprofd_exec_attach_seconds_sum %.6f\n"
                              "heapprofd_exec_attach_seconds_count %llu\n",
                              w.exec_attach_delay_ns / 1e9, (unsigned long long)w.exec_attached);
-    if (e == 0)
-        e = emit_metric(out, "scan_attached_total", "counter",
-                        "Processes a rule matched that the 1 s scan attached (no event for them).",
-                        w.scan_attached);
-    if (e == 0)
-        e = emit_metric(out, "forks_attached_total", "counter",
-                        "Children of profiled processes attached.", w.forks_attached);
-    if (e == 0)
-        e = emit_metric(out, "forks_unprofiled_total", "counter",
-                        "Children of profiled processes that could not be attached "
-                        "(--max-targets): they run with their parent's probes, unprofiled.",
-                        w.forks_unprofiled);
     return e;
 }
 
