@@ -44,6 +44,9 @@ struct target {
     uint64_t malloc_inode;
     struct proc_maps last_maps; /* as of the last scan: what its exit snapshot names frames by */
     int exited;                 /* set when the reaper found it gone */
+    const char *sampler;        /* "uprobe" */
+    int owned;                  /* attached for a caller with a per-owner limit */
+    uid_t owner;                /* that caller's uid */
 };
 
 /* The identity of /proc/PID/exe; -errno if it cannot be read. */
@@ -315,6 +318,7 @@ static int attach(struct targets *t, size_t slot, pid_t pid, uint64_t start_time
     tg->pid = pid;
     tg->start_time = start_time;
     tg->nfuncs = plan.n;
+    tg->sampler = "uprobe";
     if (exe_identity(pid, &tg->exe_dev, &tg->exe_ino) != 0)
         tg->exe_ino = 0;
     if (proc_comm(pid, tg->comm, sizeof(tg->comm)) != 0)
@@ -356,9 +360,72 @@ static int attach(struct targets *t, size_t slot, pid_t pid, uint64_t start_time
     return 0;
 }
 
+/* Copies what a caller may know about `tg`. */
+static void copy_info(const struct target *tg, struct target_info *out)
+{
+    out->pid = tg->pid;
+    memcpy(out->comm, tg->comm, sizeof(out->comm));
+    memcpy(out->allocator, tg->allocator, sizeof(out->allocator));
+    out->nfuncs = tg->nfuncs;
+    out->emulated = tg->emulated;
+    out->sampler = tg->sampler;
+}
+
+/* Whether `owner` holds as many targets as one owner may; under the lock. */
+static int owner_is_full(struct targets *t, uid_t owner)
+{
+    size_t held = 0;
+    for (size_t i = 0; i < HP_MAX_TARGETS; i++)
+        held += t->slot[i] && !t->slot[i]->detaching && t->slot[i]->owned &&
+                t->slot[i]->owner == owner;
+    return t->max_per_owner && held >= t->max_per_owner;
+}
+
+/* Attaches `pid` in a free slot for `owner` (NULL: none) if the caps allow;
+ * under the lock. */
+static int attach_within_caps(struct targets *t, ssize_t free_slot, pid_t pid,
+                              uint64_t start_time, const uid_t *owner,
+                              struct target_info *attached, char *err, size_t errlen)
+{
+    size_t active = 0;
+    for (size_t i = 0; i < HP_MAX_TARGETS; i++)
+        active += t->slot[i] != NULL;
+    if (free_slot < 0 || active >= t->max_targets) {
+        snprintf(err, errlen, "already profiling %zu processes, the most allowed (--max-targets)",
+                 active);
+        return -ENOSPC;
+    }
+    if (owner && owner_is_full(t, *owner)) {
+        snprintf(err, errlen, "uid %u already has %zu processes attached, the most one caller "
+                 "may (--max-targets-per-uid)", (unsigned)*owner, t->max_per_owner);
+        return -EDQUOT;
+    }
+    uint64_t t0 = now_ns();
+    int e = attach(t, (size_t)free_slot, pid, start_time, err, errlen);
+    if (e) {
+        t->attach_errors++;
+        return e;
+    }
+    t->last_attach_ns = now_ns() - t0;
+    struct target *tg = t->slot[free_slot];
+    tg->owned = owner != NULL;
+    tg->owner = owner ? *owner : 0;
+    if (attached)
+        copy_info(tg, attached);
+    return 0;
+}
+
 int targets_ensure(struct targets *t, pid_t pid, char *err, size_t errlen)
 {
+    return targets_ensure_for(t, pid, NULL, NULL, err, errlen);
+}
+
+int targets_ensure_for(struct targets *t, pid_t pid, const uid_t *owner,
+                       struct target_info *attached, char *err, size_t errlen)
+{
     uint64_t start_time;
+    if (attached)
+        attached->pid = 0;
     int e = proc_start_time(pid, &start_time);
     if (e) {
         snprintf(err, errlen, "process %d does not exist", (int)pid);
@@ -388,21 +455,7 @@ int targets_ensure(struct targets *t, pid_t pid, char *err, size_t errlen)
         if (free_slot < 0 || (size_t)free_slot > i)
             free_slot = (ssize_t)i;
     }
-    size_t active = 0;
-    for (size_t i = 0; i < HP_MAX_TARGETS; i++)
-        active += t->slot[i] != NULL;
-    if (free_slot < 0 || active >= t->max_targets) {
-        snprintf(err, errlen, "already profiling %zu processes, the most allowed (--max-targets)",
-                 active);
-        e = -ENOSPC;
-    } else {
-        uint64_t t0 = now_ns();
-        e = attach(t, (size_t)free_slot, pid, start_time, err, errlen);
-        if (e)
-            t->attach_errors++;
-        else
-            t->last_attach_ns = now_ns() - t0;
-    }
+    e = attach_within_caps(t, free_slot, pid, start_time, owner, attached, err, errlen);
     pthread_mutex_unlock(&t->lock);
     if (e == -ENOENT && proc_start_time(pid, &start_time) != 0) {
         snprintf(err, errlen, "process %d does not exist", (int)pid);
@@ -424,7 +477,9 @@ void targets_reap(struct targets *t)
             continue;
         int exited = proc_start_time(tg->pid, &start_time) != 0 || start_time != tg->start_time;
         int exec = !exited && has_exec_d(tg);
-        if (exec)
+        /* An owner's process that exec'd may now run a program its owner
+         * may not profile (setuid): it asks again, and is checked again. */
+        if (exec && !tg->owned)
             exec_d[nexec++] = tg->pid;
         tg->exited = exited;
         if (exited || exec) {
@@ -487,13 +542,8 @@ size_t targets_list(struct targets *t, struct target_info *out, size_t cap)
         struct target *tg = t->slot[i];
         if (!tg || tg->detaching)
             continue;
-        if (n < cap) {
-            out[n].pid = tg->pid;
-            memcpy(out[n].comm, tg->comm, sizeof(out[n].comm));
-            memcpy(out[n].allocator, tg->allocator, sizeof(out[n].allocator));
-            out[n].nfuncs = tg->nfuncs;
-            out[n].emulated = tg->emulated;
-        }
+        if (n < cap)
+            copy_info(tg, &out[n]);
         n++;
     }
     pthread_mutex_unlock(&t->lock);

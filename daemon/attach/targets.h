@@ -28,6 +28,7 @@ struct target_info {
     char allocator[256];   /* the object whose malloc is probed */
     size_t nfuncs;         /* allocator functions probed */
     size_t emulated;       /* of which probed on an instruction the kernel emulates */
+    const char *sampler;   /* how it is sampled: "uprobe" (a static string) */
 };
 
 /* Called as a target's exit is noticed, before its BPF state goes: its
@@ -48,6 +49,7 @@ struct targets {
     uint64_t last_detach_ns; /* under lock: how long removing the last target's probes took */
     uint64_t reattached_total; /* processes attached again after exec (reaper thread only) */
     size_t max_targets;      /* processes profiled at once */
+    size_t max_per_owner;    /* under lock: targets one owner may hold (0: no limit) */
     targets_exit_fn on_exit; /* NULL: nothing kept of exited processes */
     void *on_exit_arg;
 };
@@ -73,6 +75,17 @@ int targets_adopt(struct targets *t, char *err, size_t errlen);
  * reason in `err`.
  */
 int targets_ensure(struct targets *t, pid_t pid, char *err, size_t errlen);
+
+/*
+ * targets_ensure() for a caller who may hold at most t->max_per_owner
+ * targets at once: `owner` is its uid (NULL: no limit, and no owner). Over
+ * the limit it returns -EDQUOT. If this call attached the process, and
+ * `attached` is not NULL, *attached describes it (else attached->pid is 0).
+ * A target with an owner is detached, not attached again, when it execs:
+ * the new program may not be its owner's to profile.
+ */
+int targets_ensure_for(struct targets *t, pid_t pid, const uid_t *owner,
+                       struct target_info *attached, char *err, size_t errlen);
 
 /* Detaches from processes that exited or whose pid now names another
  * process, attaches afresh to processes that exec'd, and refreshes the

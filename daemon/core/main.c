@@ -62,6 +62,20 @@ static int failed_before(struct scan_state *s, pid_t pid, uint64_t start_time)
     return 0;
 }
 
+/* targets_ensure() for the daemon's own settings, with the audit line of
+ * the attach (`listener` says which setting). */
+static int ensure_for_config(struct targets *t, pid_t pid, const char *listener, char *err,
+                             size_t errlen)
+{
+    struct target_info attached;
+    int e = targets_ensure_for(t, pid, NULL, &attached, err, errlen);
+    if (e == 0 && attached.pid) {
+        struct caller config = {.via = ACCESS_VIA_CONFIG, .listener = listener, .trusted = 1};
+        access_audit_attach(stderr, &config, attached.pid, attached.comm, attached.sampler);
+    }
+    return e;
+}
+
 /* Attaches to a process a rule matched, once; failures are logged once. */
 static void attach_matching(pid_t pid, void *arg)
 {
@@ -70,7 +84,7 @@ static void attach_matching(pid_t pid, void *arg)
     char err[512];
     if (proc_start_time(pid, &start_time) != 0 || failed_before(s, pid, start_time))
         return;
-    int e = targets_ensure(s->targets, pid, err, sizeof(err));
+    int e = ensure_for_config(s->targets, pid, "target rule", err, sizeof(err));
     /* Over the cap (-ENOSPC): not remembered, so retried at each scan and
      * attached once a slot frees. No allocator yet (-ENOENT): a process
      * matched right after exec has no libc mapped until the dynamic linker
@@ -89,7 +103,7 @@ static void attach_pids(const struct options *o, struct targets *t)
 {
     for (size_t i = 0; i < o->npids; i++) {
         char err[512];
-        if (targets_ensure(t, o->pids[i], err, sizeof(err)) != 0)
+        if (ensure_for_config(t, o->pids[i], "--pid", err, sizeof(err)) != 0)
             fprintf(stderr, "heapprofd: --pid %d: %s\n", (int)o->pids[i], err);
     }
 }
@@ -109,19 +123,40 @@ static void reload(int argc, char **argv, struct options *opts, struct targets *
     }
     if (fresh.sample_interval != opts->sample_interval || fresh.listen_port != opts->listen_port ||
         strcmp(fresh.listen_host, opts->listen_host) != 0 ||
-        strcmp(fresh.pin_dir, opts->pin_dir) != 0 || fresh.layout != opts->layout)
-        fprintf(stderr, "heapprofd: reload: listen, sample-interval, pin-dir and probe-layout "
-                        "changes take effect at the next restart\n");
+        strcmp(fresh.pin_dir, opts->pin_dir) != 0 || fresh.layout != opts->layout ||
+        memcmp(&fresh.trust, &opts->trust, sizeof(fresh.trust)) != 0 ||
+        fresh.open_loopback != opts->open_loopback)
+        fprintf(stderr, "heapprofd: reload: listen, sample-interval, pin-dir, probe-layout, "
+                        "trust-uid, trust-group and open-loopback changes take effect at the "
+                        "next restart\n");
     options_free(opts);
     *opts = fresh;
     if (t) {
         pthread_mutex_lock(&t->lock);
         t->max_targets = opts->max_targets;
+        t->max_per_owner = opts->max_targets_per_uid;
         pthread_mutex_unlock(&t->lock);
         attach_pids(opts, t);
     }
     fprintf(stderr, "heapprofd: reloaded %s\n", opts->config_path[0] ? opts->config_path : "");
     sd_notify_send("READY=1");
+}
+
+/* Says at start who may profile what over TCP, the escape hatch loudest. */
+static void log_access(const struct options *o)
+{
+    if (o->open_loopback)
+        fprintf(stderr, "heapprofd: open-loopback: every local user may profile every process "
+                        "through %s:%u (callers are not identified)\n",
+                o->listen_host, (unsigned)o->listen_port);
+    else if (o->token_file[0])
+        fprintf(stderr, "heapprofd: TCP callers need the bearer token, which may profile any "
+                        "process\n");
+    else
+        fprintf(stderr, "heapprofd: TCP callers are identified by their socket's uid: root and "
+                        "%zu trusted uids and %zu trusted groups may profile any process, others "
+                        "their own (at most %zu at once)\n",
+                o->trust.nuids, o->trust.ngids, o->max_targets_per_uid);
 }
 
 int main(int argc, char **argv)
@@ -176,6 +211,7 @@ int main(int argc, char **argv)
         if (!opts.unwind_fp_only && unwind_manager_init(&unwind, &bpf) == 0)
             ctx.unwind = &unwind;
         targets_init(&targets, &bpf, ctx.unwind, opts.max_targets);
+        targets.max_per_owner = opts.max_targets_per_uid;
         targets.on_exit = views_snapshot_exited;
         targets.on_exit_arg = &ctx;
         int adopted = targets_adopt(&targets, err, sizeof(err));
@@ -195,6 +231,8 @@ int main(int argc, char **argv)
         .allow_remote = opts.allow_remote,
         .token = opts.token_file[0] ? token : NULL,
         .unix_path = opts.unix_path[0] ? opts.unix_path : NULL,
+        .trust = &opts.trust,
+        .open_loopback = opts.open_loopback,
     };
     struct http_server *server = NULL;
     int rc = 0;
@@ -205,6 +243,7 @@ int main(int argc, char **argv)
     }
     if (how.unix_path)
         fprintf(stderr, "heapprofd: listening on unix socket %s\n", how.unix_path);
+    log_access(&opts);
     fprintf(stderr, "heapprofd: listening on %s:%u\n", opts.listen_host,
             (unsigned)opts.listen_port);
     sd_notify_send("READY=1");

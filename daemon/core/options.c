@@ -38,14 +38,23 @@ void options_usage(FILE *out)
             "  --unix PATH              also serve on a unix socket; callers may profile\n"
             "                           only their own processes unless root\n"
             "  --token-file FILE        TCP requests need 'Authorization: Bearer <token>'\n"
-            "  --allow-remote           allow a non-loopback --listen address\n"
+            "  --allow-remote           allow a non-loopback --listen address (needs\n"
+            "                           --token-file)\n"
+            "  --trust-uid UID          this uid or user may profile any process\n"
+            "                           (repeatable; root always may)\n"
+            "  --trust-group GROUP      members of GROUP may profile any process\n"
+            "                           (repeatable)\n"
+            "  --open-loopback          every local TCP caller may profile every process\n"
+            "                           (no peer check: single-user machines only)\n"
+            "  --max-targets-per-uid N  processes one untrusted caller may have attached\n"
+            "                           (default max-targets/%d)\n"
             "  --unwind cfi|fp          stacks from .eh_frame tables (default) or frame\n"
             "                           pointers only (no table memory, shorter stacks)\n"
             "  --probe-layout L         auto (default), session, multi or classic\n"
             "  --max-stacks N, --max-counts N, --max-live N, --max-pending N\n"
             "                           BPF map sizes (defaults in docs/operations.md)\n"
             "Profiles: GET /debug/pprof/heap?pid=N (see docs/http-api.md)\n",
-            OPTIONS_DEFAULT_MAX_TARGETS, OPTIONS_DEFAULT_PIN_DIR);
+            OPTIONS_DEFAULT_MAX_TARGETS, OPTIONS_DEFAULT_PIN_DIR, OPTIONS_DEFAULT_PER_UID_SHARE);
 }
 
 /* The probe layout named `s`. */
@@ -100,6 +109,15 @@ static int set_path(char *dst, size_t len, const char *v)
     return 0;
 }
 
+/* A yes/no setting. */
+static int set_yes_no(int *dst, const char *v)
+{
+    if (strcmp(v, "yes") != 0 && strcmp(v, "no") != 0)
+        return -EINVAL;
+    *dst = strcmp(v, "yes") == 0;
+    return 0;
+}
+
 /* What each option accepts, for its error message. */
 static const struct {
     const char *name;
@@ -118,6 +136,10 @@ static const struct {
     {"unix", "an absolute socket path"},
     {"token-file", "an absolute file path"},
     {"allow-remote", "yes or no"},
+    {"open-loopback", "yes or no"},
+    {"trust-uid", "a uid or a user name that exists (64 at most)"},
+    {"trust-group", "a group name or gid that exists (64 at most)"},
+    {"max-targets-per-uid", "a number in 1..1024"},
     {"unwind", "cfi or fp"},
     {"max-stacks", "a number of entries in 16..16777216"},
     {"max-counts", "a number of entries in 16..16777216"},
@@ -181,10 +203,18 @@ static int set_option(struct options *o, const char *name, const char *v)
         o->unwind_fp_only = strcmp(v, "fp") == 0;
         return 0;
     }
-    if (strcmp(name, "allow-remote") == 0) {
-        if (strcmp(v, "yes") != 0 && strcmp(v, "no") != 0)
+    if (strcmp(name, "allow-remote") == 0)
+        return set_yes_no(&o->allow_remote, v);
+    if (strcmp(name, "open-loopback") == 0)
+        return set_yes_no(&o->open_loopback, v);
+    if (strcmp(name, "trust-uid") == 0)
+        return access_trust_add_uid(&o->trust, v);
+    if (strcmp(name, "trust-group") == 0)
+        return access_trust_add_group(&o->trust, v);
+    if (strcmp(name, "max-targets-per-uid") == 0) {
+        if (parse_u64(v, 1, HP_MAX_TARGETS, &n) != 0)
             return -EINVAL;
-        o->allow_remote = strcmp(v, "yes") == 0;
+        o->max_targets_per_uid = (size_t)n;
         return 0;
     }
     uint32_t *size = strcmp(name, "max-stacks") == 0    ? &o->map_sizes.stacks
@@ -280,6 +310,29 @@ static void set_defaults(struct options *o)
     snprintf(o->pin_dir, sizeof(o->pin_dir), "%s", OPTIONS_DEFAULT_PIN_DIR);
 }
 
+/* Refuses access settings that contradict each other, and derives the
+ * per-uid cap when it is not set. */
+static int check_access_settings(struct options *o, char *err, size_t errlen)
+{
+    /* A remote caller has no peer uid to check: the token is all there is. */
+    if (o->allow_remote && !o->token_file[0]) {
+        snprintf(err, errlen, "allow-remote needs token-file: a remote caller has no uid to "
+                 "check, so only a bearer token can say who it is");
+        return -EINVAL;
+    }
+    if (o->open_loopback && o->token_file[0]) {
+        snprintf(err, errlen, "open-loopback and token-file contradict each other: with a "
+                 "token every TCP caller must present it");
+        return -EINVAL;
+    }
+    if (!o->max_targets_per_uid) {
+        o->max_targets_per_uid = o->max_targets / OPTIONS_DEFAULT_PER_UID_SHARE;
+        if (o->max_targets_per_uid == 0)
+            o->max_targets_per_uid = 1;
+    }
+    return 0;
+}
+
 int options_parse(int argc, char **argv, struct options *o, char *err, size_t errlen)
 {
     static const struct option longopts[] = {
@@ -296,6 +349,10 @@ int options_parse(int argc, char **argv, struct options *o, char *err, size_t er
         {"unix", required_argument, NULL, 0},
         {"token-file", required_argument, NULL, 0},
         {"allow-remote", optional_argument, NULL, 0},
+        {"open-loopback", optional_argument, NULL, 0},
+        {"trust-uid", required_argument, NULL, 0},
+        {"trust-group", required_argument, NULL, 0},
+        {"max-targets-per-uid", required_argument, NULL, 0},
         {"unwind", required_argument, NULL, 0},
         {"max-stacks", required_argument, NULL, 0},
         {"max-counts", required_argument, NULL, 0},
@@ -327,7 +384,7 @@ int options_parse(int argc, char **argv, struct options *o, char *err, size_t er
                 }
                 continue;
             }
-            /* A flag without a value (--allow-remote) means yes. */
+            /* A flag without a value (--allow-remote, --open-loopback) means yes. */
             const char *value = optarg ? optarg : "yes";
             if (strcmp(name, "config") != 0 && set_option(o, name, value) != 0) {
                 bad_value(err, errlen, "--", name, value);
@@ -341,7 +398,7 @@ int options_parse(int argc, char **argv, struct options *o, char *err, size_t er
         snprintf(err, errlen, "unexpected argument '%s'", argv[optind]);
         return -EINVAL;
     }
-    return 0;
+    return check_access_settings(o, err, errlen);
 }
 
 void options_free(struct options *o)

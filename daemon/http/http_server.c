@@ -27,19 +27,33 @@
 #include "query.h"
 #include "views.h"
 
-/* One listening socket and what its requests may do. */
+/* One listening socket and how its callers are identified. */
 struct listener {
     struct daemon_ctx *ctx;
-    int is_unix;            /* peers identified by SO_PEERCRED */
+    enum access_via via;    /* tcp (peer uid), unix, token or open-loopback */
     const char *token;      /* required bearer token, or NULL */
+    const struct access_trust *trust;
+    struct caller token_caller; /* who presents the token: trusted, no uid */
+    char name[128];         /* "127.0.0.1:6060" or the socket path, for the audit */
     struct MHD_Daemon *mhd;
 };
 
 struct http_server {
     struct listener tcp;
     struct listener unix_sock;
+    struct access_trust trust;
     char token[ACCESS_MAX_TOKEN + 1];
     char unix_path[108];
+};
+
+/* Who is at the other end of one connection: found at its first request
+ * that needs it and kept for the connection's lifetime (the peer socket
+ * keeps its owner while it is connected). MHD's socket context. */
+struct connection_peer {
+    int looked_up;
+    int error;          /* -errno: every request is refused with `reason` */
+    char reason[320];
+    struct caller who;
 };
 
 /* Queues a response that takes ownership of `body` (malloc'd). */
@@ -101,6 +115,7 @@ static unsigned status_of(int e)
     case -EPERM:
         return MHD_HTTP_FORBIDDEN;
     case -ENOSPC:
+    case -EDQUOT:
     case -EAGAIN:
         return MHD_HTTP_SERVICE_UNAVAILABLE;
     default:
@@ -170,12 +185,18 @@ static enum MHD_Result serve_profile(struct daemon_ctx *ctx, struct MHD_Connecti
                  (unsigned)who->uid, (int)qp.q.pid);
         return respond_text(ctx, conn, MHD_HTTP_FORBIDDEN, err);
     }
+    struct target_info attached = {0};
     if (qp.q.pid)
-        e = targets_ensure(ctx->targets, qp.q.pid, err, sizeof(err));
-    if (e == -ESRCH && qp.q.seconds == 0 && qp.q.min_age_ns == 0 && (!who->via_unix || who->uid == 0))
+        e = targets_ensure_for(ctx->targets, qp.q.pid, who->trusted ? NULL : &who->uid,
+                               &attached, err, sizeof(err));
+    /* A process that exited is gone from /proc, with its owner: only a
+     * trusted caller gets its last profile. */
+    if (e == -ESRCH && qp.q.seconds == 0 && qp.q.min_age_ns == 0 && who->trusted)
         return serve_exited(ctx, conn, qp.q.pid, qp.q.debug, default_alloc, err);
     if (e)
         return respond_text(ctx, conn, status_of(e), err);
+    if (attached.pid)
+        access_audit_attach(stderr, who, attached.pid, attached.comm, attached.sampler);
 
     int64_t t0 = now_ns();
     struct pprof_profile *p = NULL;
@@ -208,8 +229,9 @@ static enum MHD_Result serve_profile(struct daemon_ctx *ctx, struct MHD_Connecti
     return respond(conn, MHD_HTTP_OK, (char *)out.data, out.len, type);
 }
 
-/* GET /debug/pprof/: the profiled processes, with links. */
-static enum MHD_Result serve_index(struct daemon_ctx *ctx, struct MHD_Connection *conn)
+/* GET /debug/pprof/: the profiled processes `who` may profile, with links. */
+static enum MHD_Result serve_index(struct daemon_ctx *ctx, struct MHD_Connection *conn,
+                                   const struct caller *who)
 {
     struct pprof_buf b = {0};
     static const char head[] = "<html><head><title>heapprofd</title></head><body>\n"
@@ -224,6 +246,8 @@ static enum MHD_Result serve_index(struct daemon_ctx *ctx, struct MHD_Connection
         n = info ? targets_list(ctx->targets, info, HP_MAX_TARGETS) : 0;
     }
     for (size_t i = 0; i < n && i < HP_MAX_TARGETS && e == 0; i++) {
+        if (access_may_profile(who, info[i].pid) != 0)
+            continue;
         char row[1024], comm[80];
         html_escape(comm, sizeof(comm), info[i].comm);
         char alloc[600];
@@ -248,16 +272,63 @@ static enum MHD_Result serve_index(struct daemon_ctx *ctx, struct MHD_Connection
     return respond(conn, MHD_HTTP_OK, (char *)b.data, b.len, "text/html; charset=utf-8");
 }
 
-/* GET /metrics. */
-static enum MHD_Result serve_metrics(struct daemon_ctx *ctx, struct MHD_Connection *conn)
+/* GET /metrics, with the per-process series of the processes `who` may profile. */
+static enum MHD_Result serve_metrics(struct daemon_ctx *ctx, struct MHD_Connection *conn,
+                                     const struct caller *who)
 {
     struct pprof_buf b = {0};
-    if (metrics_write(ctx, &b) != 0) {
+    if (metrics_write(ctx, who, &b) != 0) {
         pprof_buf_free(&b);
         return respond_text(ctx, conn, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
     }
     return respond(conn, MHD_HTTP_OK, (char *)b.data, b.len,
                    "text/plain; version=0.0.4; charset=utf-8");
+}
+
+/* MHD's connection notifier: a connection_peer per connection, as its socket context. */
+static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
+                          enum MHD_ConnectionNotificationCode toe)
+{
+    (void)cls;
+    (void)conn;
+    if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
+        *socket_context = calloc(1, sizeof(struct connection_peer));
+    } else if (toe == MHD_CONNECTION_NOTIFY_CLOSED) {
+        free(*socket_context);
+        *socket_context = NULL;
+    }
+}
+
+/* Who is at the other end of `conn`, looked up once per connection; NULL
+ * with the reason in *why if unknown (never guessed). */
+static const struct caller *connection_caller(struct listener *l, struct MHD_Connection *conn,
+                                              const char **why)
+{
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    struct connection_peer *p = ci ? ci->socket_context : NULL;
+    if (!p) {
+        *why = "out of memory for the connection: who is calling is unknown";
+        return NULL;
+    }
+    if (!p->looked_up) {
+        p->looked_up = 1;
+        ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+        int fd = ci ? ci->connect_fd : -1;
+        p->error = l->via == ACCESS_VIA_UNIX
+                       ? access_identify_unix(fd, l->trust, &p->who, p->reason, sizeof(p->reason))
+                       : access_identify_tcp(fd, l->trust, &p->who, p->reason, sizeof(p->reason));
+        p->who.listener = l->name;
+        if (l->via == ACCESS_VIA_OPEN_LOOPBACK) {
+            /* Everyone is trusted; the uid, when found, is for the audit. */
+            p->who.via = ACCESS_VIA_OPEN_LOOPBACK;
+            p->who.trusted = 1;
+            p->who.has_uid = p->error == 0;
+            p->error = 0;
+        }
+    }
+    *why = p->reason;
+    return p->error ? NULL : &p->who;
 }
 
 static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char *url,
@@ -282,25 +353,25 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
         return respond_text(ctx, conn, MHD_HTTP_METHOD_NOT_ALLOWED, "only GET is served");
     if (strcmp(url, "/healthz") == 0)
         return respond_text(ctx, conn, MHD_HTTP_OK, "ok");
-    struct caller who = {0};
-    if (l->is_unix) {
-        const union MHD_ConnectionInfo *ci =
-            MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
-        if (!ci || access_peer_credentials(ci->connect_fd, &who) != 0)
-            return respond_text(ctx, conn, MHD_HTTP_FORBIDDEN, "peer credentials unknown");
-    } else if (l->token) {
+    const struct caller *who = &l->token_caller;
+    if (l->via == ACCESS_VIA_TOKEN) {
         const char *auth = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Authorization");
         if (!access_token_matches(auth, l->token))
             return respond_unauthorized(ctx, conn);
+    } else {
+        const char *why;
+        who = connection_caller(l, conn, &why);
+        if (!who)
+            return respond_text(ctx, conn, MHD_HTTP_FORBIDDEN, why);
     }
     if (strcmp(url, "/metrics") == 0)
-        return serve_metrics(ctx, conn);
+        return serve_metrics(ctx, conn, who);
     if (strcmp(url, "/debug/pprof/") == 0 || strcmp(url, "/debug/pprof") == 0)
-        return serve_index(ctx, conn);
+        return serve_index(ctx, conn, who);
     if (strcmp(url, "/debug/pprof/heap") == 0)
-        return serve_profile(ctx, conn, &who, 0);
+        return serve_profile(ctx, conn, who, 0);
     if (strcmp(url, "/debug/pprof/allocs") == 0)
-        return serve_profile(ctx, conn, &who, 1);
+        return serve_profile(ctx, conn, who, 1);
     return respond_text(ctx, conn, MHD_HTTP_NOT_FOUND,
                         "not found: try /debug/pprof/heap?pid=N, /debug/pprof/, /metrics");
 }
@@ -338,11 +409,13 @@ static int start_listener(struct listener *l, unsigned flags, const struct socka
                           int fd)
 {
     l->mhd = addr ? MHD_start_daemon(flags, 0, NULL, NULL, handle, l, MHD_OPTION_SOCK_ADDR, addr,
+                                     MHD_OPTION_NOTIFY_CONNECTION, on_connection, NULL,
                                      MHD_OPTION_CONNECTION_LIMIT, (unsigned)HTTP_MAX_CONNECTIONS,
                                      MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)HTTP_IDLE_TIMEOUT,
                                      MHD_OPTION_CONNECTION_MEMORY_LIMIT,
                                      (size_t)HTTP_CONNECTION_MEMORY, MHD_OPTION_END)
                   : MHD_start_daemon(flags, 0, NULL, NULL, handle, l, MHD_OPTION_LISTEN_SOCKET, fd,
+                                     MHD_OPTION_NOTIFY_CONNECTION, on_connection, NULL,
                                      MHD_OPTION_CONNECTION_LIMIT, (unsigned)HTTP_MAX_CONNECTIONS,
                                      MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)HTTP_IDLE_TIMEOUT,
                                      MHD_OPTION_CONNECTION_MEMORY_LIMIT,
@@ -394,9 +467,17 @@ int http_server_start(struct daemon_ctx *ctx, const struct http_listen *how,
     if (!s)
         return -ENOMEM;
     s->tcp.ctx = s->unix_sock.ctx = ctx;
+    if (how->trust)
+        s->trust = *how->trust;
+    s->tcp.trust = s->unix_sock.trust = &s->trust;
+    snprintf(s->tcp.name, sizeof(s->tcp.name), "%s:%u", how->host, (unsigned)how->port);
+    s->tcp.via = how->open_loopback ? ACCESS_VIA_OPEN_LOOPBACK : ACCESS_VIA_TCP;
     if (how->token) {
         snprintf(s->token, sizeof(s->token), "%s", how->token);
         s->tcp.token = s->token;
+        s->tcp.via = ACCESS_VIA_TOKEN;
+        s->tcp.token_caller =
+            (struct caller){.via = ACCESS_VIA_TOKEN, .listener = s->tcp.name, .trusted = 1};
     }
     unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD;
     int e = start_listener(&s->tcp, flags | (ipv6 ? MHD_USE_IPv6 : 0), &ss, -1);
@@ -408,7 +489,8 @@ int http_server_start(struct daemon_ctx *ctx, const struct http_listen *how,
     }
     if (how->unix_path) {
         int fd = open_unix_socket(how->unix_path, err, errlen);
-        s->unix_sock.is_unix = 1;
+        s->unix_sock.via = ACCESS_VIA_UNIX;
+        snprintf(s->unix_sock.name, sizeof(s->unix_sock.name), "%s", how->unix_path);
         e = fd < 0 ? fd : start_listener(&s->unix_sock, flags, NULL, fd);
         if (e) {
             if (fd >= 0) {

@@ -50,8 +50,9 @@ static void label_escape(char *dst, size_t len, const char *src)
     dst[o] = '\0';
 }
 
-/* Per profiled process: its estimated in-use and allocated bytes. */
-static int write_target_metrics(struct daemon_ctx *ctx, struct pprof_buf *out)
+/* Per profiled process `who` may profile: its estimated in-use and allocated bytes. */
+static int write_target_metrics(struct daemon_ctx *ctx, const struct caller *who,
+                                struct pprof_buf *out)
 {
     struct target_info *info = calloc(HP_MAX_TARGETS, sizeof(*info));
     uint32_t *tgids = calloc(HP_MAX_TARGETS, sizeof(*tgids));
@@ -60,6 +61,11 @@ static int write_target_metrics(struct daemon_ctx *ctx, struct pprof_buf *out)
     size_t n = e ? 0 : targets_list(ctx->targets, info, HP_MAX_TARGETS);
     if (n > HP_MAX_TARGETS)
         n = HP_MAX_TARGETS;
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (access_may_profile(who, info[i].pid) == 0)
+            info[k++] = info[i];
+    n = k;
     for (size_t i = 0; i < n; i++)
         tgids[i] = (uint32_t)info[i].pid;
     if (e == 0)
@@ -123,7 +129,7 @@ static int write_bpf_metrics(struct daemon_ctx *ctx, struct pprof_buf *out)
     return e;
 }
 
-int metrics_write(struct daemon_ctx *ctx, struct pprof_buf *out)
+int metrics_write(struct daemon_ctx *ctx, const struct caller *who, struct pprof_buf *out)
 {
     int e = emit_metric(out, "bpf_up", "gauge", "1 if the BPF programs are loaded.",
                         ctx->bpf != NULL);
@@ -207,7 +213,7 @@ int metrics_write(struct daemon_ctx *ctx, struct pprof_buf *out)
                  atomic_load(&ctx->profile_build_ns) / 1e9,
                  (unsigned long long)atomic_load(&ctx->profile_builds));
     if (e == 0 && ctx->targets && ctx->bpf)
-        e = write_target_metrics(ctx, out);
+        e = write_target_metrics(ctx, who, out);
     if (e == 0 && ctx->cache) {
         struct symbol_cache_stats sc;
         symbol_cache_stats(ctx->cache, &sc);

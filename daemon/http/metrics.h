@@ -7,11 +7,13 @@
 
 #include <stddef.h>
 
+#include "access.h"
 #include "daemon_ctx.h"
 #include "pprof.h"
 
-/* Appends the metrics text to `out`; 0 or -ENOMEM. */
-int metrics_write(struct daemon_ctx *ctx, struct pprof_buf *out);
+/* Appends the metrics text to `out`, with per-process series only for the
+ * processes `who` may profile; 0 or -ENOMEM. */
+int metrics_write(struct daemon_ctx *ctx, const struct caller *who, struct pprof_buf *out);
 
 /* Copies `src` into `dst` (size `len`) with HTML's special characters escaped. */
 void html_escape(char *dst, size_t len, const char *src);
