@@ -153,9 +153,9 @@ static void log_access(const struct options *o)
         fprintf(stderr, "heapprofd: TCP callers need the bearer token, which may profile any "
                         "process\n");
     else
-        fprintf(stderr, "heapprofd: TCP callers are identified by their socket's uid: root and "
-                        "%zu trusted uids and %zu trusted groups may profile any process, others "
-                        "their own (at most %zu at once)\n",
+        fprintf(stderr, "heapprofd: TCP callers are known by their socket's uid: root, %zu "
+                        "trust-uid and %zu trust-group entries may profile any process, other "
+                        "users their own (at most %zu attached each)\n",
                 o->trust.nuids, o->trust.ngids, o->max_targets_per_uid);
 }
 

@@ -36,7 +36,7 @@ void options_usage(FILE *out)
             "                           (default %s; 'none' to not pin)\n"
             "  --config FILE            read settings from FILE (name = value lines)\n"
             "  --unix PATH              also serve on a unix socket; callers may profile\n"
-            "                           only their own processes unless root\n"
+            "                           only their own processes unless trusted\n"
             "  --token-file FILE        TCP requests need 'Authorization: Bearer <token>'\n"
             "  --allow-remote           allow a non-loopback --listen address (needs\n"
             "                           --token-file)\n"
