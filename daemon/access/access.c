@@ -96,30 +96,38 @@ static void add_group(struct caller *c, gid_t g)
         c->gids[c->ngids++] = g;
 }
 
-void access_resolve(struct caller *c, const struct access_trust *t)
+/* Adds the groups the user database lists for c->uid: its primary group
+ * and the supplementary ones. */
+static void add_database_groups(struct caller *c)
 {
     struct passwd pw, *found = NULL;
     char buf[4096];
     /* A uid without an entry has no groups but the one SO_PEERCRED gave. */
-    if (getpwuid_r(c->uid, &pw, buf, sizeof(buf), &found) == 0 && found) {
-        gid_t groups[ACCESS_MAX_GROUPS];
-        int n = ACCESS_MAX_GROUPS;
-        if (getgrouplist(found->pw_name, found->pw_gid, groups, &n) < 0)
-            n = ACCESS_MAX_GROUPS; /* more than we keep: the first ones */
-        add_group(c, found->pw_gid);
-        for (int i = 0; i < n; i++)
-            add_group(c, groups[i]);
-    }
+    if (getpwuid_r(c->uid, &pw, buf, sizeof(buf), &found) != 0 || !found)
+        return;
+    gid_t groups[ACCESS_MAX_GROUPS];
+    int n = ACCESS_MAX_GROUPS;
+    if (getgrouplist(found->pw_name, found->pw_gid, groups, &n) < 0)
+        n = ACCESS_MAX_GROUPS; /* more than we keep: the first ones */
+    add_group(c, found->pw_gid);
+    for (int i = 0; i < n; i++)
+        add_group(c, groups[i]);
+}
+
+void access_resolve(struct caller *c, const struct access_trust *t)
+{
     c->has_uid = 1;
-    if (c->uid == 0)
-        c->trusted = 1;
+    c->trusted = c->uid == 0;
     for (size_t i = 0; t && i < t->nuids; i++)
-        if (t->uids[i] == c->uid)
-            c->trusted = 1;
+        c->trusted |= t->uids[i] == c->uid;
+    /* A trusted uid needs no groups: they would only decide what it may
+     * profile, which is everything (and root's lookups cost every scrape). */
+    if (c->trusted)
+        return;
+    add_database_groups(c);
     for (size_t i = 0; t && i < t->ngids; i++)
         for (size_t j = 0; j < c->ngids; j++)
-            if (t->gids[i] == c->gids[j])
-                c->trusted = 1;
+            c->trusted |= t->gids[i] == c->gids[j];
 }
 
 int access_identify_unix(int fd, const struct access_trust *t, struct caller *out, char *err,

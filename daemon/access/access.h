@@ -66,9 +66,9 @@ int access_trust_add_uid(struct access_trust *t, const char *value);
 int access_trust_add_group(struct access_trust *t, const char *value);
 
 /*
- * Fills in `c`'s groups from the user database (its primary group and the
- * supplementary ones) after any already there, and sets c->trusted if its
- * uid is root or in `t`, or one of its groups is. c->uid must be set.
+ * Sets c->trusted if c->uid is root or in `t`; else adds c's groups from
+ * the user database (its primary group and the supplementary ones) after
+ * any already there, and sets c->trusted if one of them is in `t`.
  */
 void access_resolve(struct caller *c, const struct access_trust *t);
 
