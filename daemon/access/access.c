@@ -62,28 +62,34 @@ static int add_id(unsigned *list, size_t *n, unsigned id)
     return 0;
 }
 
-int access_trust_add_uid(struct access_trust *t, const char *value)
+/* The id `value` gives, a number or a user's (or, with `group`, a group's)
+ * name, added to a list; -EINVAL if there is no such user or group. */
+static int add_named_id(unsigned *list, size_t *n, const char *value, int group)
 {
-    uint64_t n;
-    if (parse_u64(value, 0, ACCESS_MAX_ID, &n) == 0)
-        return add_id(t->uids, &t->nuids, (unsigned)n);
+    uint64_t number;
+    char buf[16384];
+    if (parse_u64(value, 0, ACCESS_MAX_ID, &number) == 0)
+        return add_id(list, n, (unsigned)number);
+    if (group) {
+        struct group gr, *found = NULL;
+        if (getgrnam_r(value, &gr, buf, sizeof(buf), &found) != 0 || !found)
+            return -EINVAL;
+        return add_id(list, n, found->gr_gid);
+    }
     struct passwd pw, *found = NULL;
-    char buf[4096];
     if (getpwnam_r(value, &pw, buf, sizeof(buf), &found) != 0 || !found)
         return -EINVAL;
-    return add_id(t->uids, &t->nuids, found->pw_uid);
+    return add_id(list, n, found->pw_uid);
+}
+
+int access_trust_add_uid(struct access_trust *t, const char *value)
+{
+    return add_named_id(t->uids, &t->nuids, value, 0);
 }
 
 int access_trust_add_group(struct access_trust *t, const char *value)
 {
-    uint64_t n;
-    if (parse_u64(value, 0, ACCESS_MAX_ID, &n) == 0)
-        return add_id(t->gids, &t->ngids, (unsigned)n);
-    struct group gr, *found = NULL;
-    char buf[16384];
-    if (getgrnam_r(value, &gr, buf, sizeof(buf), &found) != 0 || !found)
-        return -EINVAL;
-    return add_id(t->gids, &t->ngids, found->gr_gid);
+    return add_named_id(t->gids, &t->ngids, value, 1);
 }
 
 /* Adds `g` to c's groups unless there already or full. */
