@@ -22,6 +22,7 @@
 
 #include "access.h"
 #include "heap_profile.h"
+#include "http_caller.h"
 #include "metrics.h"
 #include "pprof.h"
 #include "query.h"
@@ -44,16 +45,6 @@ struct http_server {
     struct access_trust trust;
     char token[ACCESS_MAX_TOKEN + 1];
     char unix_path[108];
-};
-
-/* Who is at the other end of one connection: found at its first request
- * that needs it and kept for the connection's lifetime (the peer socket
- * keeps its owner while it is connected). MHD's socket context. */
-struct connection_peer {
-    int looked_up;
-    int error;          /* -errno: every request is refused with `reason` */
-    char reason[320];
-    struct caller who;
 };
 
 /* Queues a response that takes ownership of `body` (malloc'd). */
@@ -285,52 +276,6 @@ static enum MHD_Result serve_metrics(struct daemon_ctx *ctx, struct MHD_Connecti
                    "text/plain; version=0.0.4; charset=utf-8");
 }
 
-/* MHD's connection notifier: a connection_peer per connection, as its socket context. */
-static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
-                          enum MHD_ConnectionNotificationCode toe)
-{
-    (void)cls;
-    (void)conn;
-    if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
-        *socket_context = calloc(1, sizeof(struct connection_peer));
-    } else if (toe == MHD_CONNECTION_NOTIFY_CLOSED) {
-        free(*socket_context);
-        *socket_context = NULL;
-    }
-}
-
-/* Who is at the other end of `conn`, looked up once per connection; NULL
- * with the reason in *why if unknown (never guessed). */
-static const struct caller *connection_caller(struct listener *l, struct MHD_Connection *conn,
-                                              const char **why)
-{
-    const union MHD_ConnectionInfo *ci =
-        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
-    struct connection_peer *p = ci ? ci->socket_context : NULL;
-    if (!p) {
-        *why = "out of memory for the connection: who is calling is unknown";
-        return NULL;
-    }
-    if (!p->looked_up) {
-        p->looked_up = 1;
-        ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
-        int fd = ci ? ci->connect_fd : -1;
-        p->error = l->via == ACCESS_VIA_UNIX
-                       ? access_identify_unix(fd, l->trust, &p->who, p->reason, sizeof(p->reason))
-                       : access_identify_tcp(fd, l->trust, &p->who, p->reason, sizeof(p->reason));
-        p->who.listener = l->name;
-        if (l->via == ACCESS_VIA_OPEN_LOOPBACK) {
-            /* Everyone is trusted; the uid, when found, is for the audit. */
-            p->who.via = ACCESS_VIA_OPEN_LOOPBACK;
-            p->who.trusted = 1;
-            p->who.has_uid = p->error == 0;
-            p->error = 0;
-        }
-    }
-    *why = p->reason;
-    return p->error ? NULL : &p->who;
-}
-
 static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char *url,
                               const char *method, const char *version, const char *upload_data,
                               size_t *upload_data_size, void **req_cls)
@@ -360,7 +305,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
             return respond_unauthorized(ctx, conn);
     } else {
         const char *why;
-        who = connection_caller(l, conn, &why);
+        who = http_caller_of(conn, l->via, l->trust, l->name, &why);
         if (!who)
             return respond_text(ctx, conn, MHD_HTTP_FORBIDDEN, why);
     }
@@ -409,13 +354,13 @@ static int start_listener(struct listener *l, unsigned flags, const struct socka
                           int fd)
 {
     l->mhd = addr ? MHD_start_daemon(flags, 0, NULL, NULL, handle, l, MHD_OPTION_SOCK_ADDR, addr,
-                                     MHD_OPTION_NOTIFY_CONNECTION, on_connection, NULL,
+                                     MHD_OPTION_NOTIFY_CONNECTION, http_caller_notify, NULL,
                                      MHD_OPTION_CONNECTION_LIMIT, (unsigned)HTTP_MAX_CONNECTIONS,
                                      MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)HTTP_IDLE_TIMEOUT,
                                      MHD_OPTION_CONNECTION_MEMORY_LIMIT,
                                      (size_t)HTTP_CONNECTION_MEMORY, MHD_OPTION_END)
                   : MHD_start_daemon(flags, 0, NULL, NULL, handle, l, MHD_OPTION_LISTEN_SOCKET, fd,
-                                     MHD_OPTION_NOTIFY_CONNECTION, on_connection, NULL,
+                                     MHD_OPTION_NOTIFY_CONNECTION, http_caller_notify, NULL,
                                      MHD_OPTION_CONNECTION_LIMIT, (unsigned)HTTP_MAX_CONNECTIONS,
                                      MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)HTTP_IDLE_TIMEOUT,
                                      MHD_OPTION_CONNECTION_MEMORY_LIMIT,
