@@ -34,6 +34,8 @@ GROUP = f"{TAG}g"     # the group a daemon is told to trust
 OUR_NAME = re.compile(rf"^{PREFIX}(\d+)[a-z]$")
 # How long a detach (the scan runs every second) may take to free a slot.
 REAP_TIMEOUT_S = 5.0
+# How long an audit line may take to reach us through the daemon's stderr.
+AUDIT_TIMEOUT_S = 5.0
 
 
 def _run(argv):
@@ -151,10 +153,17 @@ class UserWorkload:
         self.proc.wait()
 
 
-def audit_lines(d, pid):
-    """The daemon's audit lines about attaching `pid`."""
-    return [line for line in d.stderr().splitlines()
-            if line.startswith("heapprofd: audit: attach ") and f" pid={pid} " in line]
+def audit_lines(d, pid, want=1):
+    """The daemon's audit lines about attaching `pid`, once there are `want`
+    of them (the daemon logs before it answers, but its stderr is read by
+    another thread here) or AUDIT_TIMEOUT_S has passed."""
+    deadline = time.monotonic() + AUDIT_TIMEOUT_S
+    while True:
+        lines = [line for line in d.stderr().splitlines()
+                 if line.startswith("heapprofd: audit: attach ") and f" pid={pid} " in line]
+        if len(lines) >= want or time.monotonic() > deadline:
+            return lines
+        time.sleep(0.02)
 
 
 def check_own_not_others(d, name, own, roots):
@@ -188,7 +197,7 @@ def test_tcp_callers_profile_only_their_own_processes():
                 "trusted=no")
         h.check(want in lines[0], f"audit line {lines[0]!r} lacks {want!r}")
         h.check(" comm=\"exact\" " in lines[0], f"audit line {lines[0]!r} names no comm")
-        h.check(any(f"uid=0 via=tcp" in line for line in audit_lines(d, roots.pid)),
+        h.check(any("uid=0 via=tcp" in line for line in audit_lines(d, roots.pid)),
                 f"no audit line of root attaching {roots.pid}: {d.stderr()}")
 
 
