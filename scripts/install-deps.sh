@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # install-deps.sh - installs the Debian 12 packages heapprofd needs to build,
-# run and test (systemd: systemd-analyze for the ctest systemd.unit).
+# run and test (systemd: systemd-analyze for the ctest systemd.unit; passwd
+# and util-linux: useradd and setpriv for test_access.py's users).
 # Safe to run again: apt skips what is already there.
 set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
@@ -11,5 +12,6 @@ apt-get install -y -qq --no-install-recommends \
     golang-go python3 curl gdb binutils libjemalloc2 libtcmalloc-minimal4 libmimalloc2.0 \
     ca-certificates \
     systemd \
+    passwd util-linux \
     libiberty-dev xz-utils golang-github-google-pprof-dev \
     libclang-rt-14-dev llvm >/dev/null # libFuzzer and ASan for clang; llvm-symbolizer

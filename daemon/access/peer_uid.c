@@ -61,11 +61,18 @@ int peer_uid_parse_reply(const void *buf, size_t len, unsigned family,
                          const struct inet_diag_sockid *want, uid_t *uid, char *err,
                          size_t errlen)
 {
-    int rem = len > (size_t)1 << 30 ? 1 << 30 : (int)len;
-    for (const struct nlmsghdr *h = buf; NLMSG_OK(h, rem); h = NLMSG_NEXT(h, rem)) {
+    /* NLMSG_OK and NLMSG_NEXT, with sizes that stay unsigned. */
+    const char *at = buf;
+    for (size_t rem = len; rem >= sizeof(struct nlmsghdr);) {
+        const struct nlmsghdr *h = (const struct nlmsghdr *)at;
+        if (h->nlmsg_len < sizeof(*h) || h->nlmsg_len > rem)
+            break;
+        size_t step = NLMSG_ALIGN(h->nlmsg_len) < rem ? NLMSG_ALIGN(h->nlmsg_len) : rem;
+        at += step;
+        rem -= step;
         if (h->nlmsg_type == NLMSG_ERROR) {
             const struct nlmsgerr *e = NLMSG_DATA(h);
-            if (h->nlmsg_len < NLMSG_LENGTH(sizeof(*e)) || e->error >= 0)
+            if (h->nlmsg_len < NLMSG_LENGTH(sizeof(*e)) || e->error >= 0 || e->error < -4095)
                 break;
             snprintf(err, errlen, "the kernel found no socket at the other end: %s",
                      strerror(-e->error));
