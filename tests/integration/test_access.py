@@ -32,8 +32,9 @@ PLAIN = f"{TAG}u"     # an ordinary user
 TRUSTED = f"{TAG}t"   # a member of GROUP
 GROUP = f"{TAG}g"     # the group a daemon is told to trust
 OUR_NAME = re.compile(rf"^{PREFIX}(\d+)[a-z]$")
-# How long a detach (the scan runs every second) may take to free a slot.
-REAP_TIMEOUT_S = 5.0
+# How long a detach may take to free a slot: the scan runs every second;
+# the rest is headroom for a loaded machine (this is a wait, not a bound).
+REAP_TIMEOUT_S = 10.0
 # How long an audit line may take to reach us through the daemon's stderr.
 AUDIT_TIMEOUT_S = 5.0
 
