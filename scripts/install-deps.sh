@@ -1,7 +1,12 @@
 #!/usr/bin/env bash
 # install-deps.sh - installs the Debian 12 packages heapprofd needs to build,
-# run and test (systemd: systemd-analyze for the ctest systemd.unit; passwd
-# and util-linux: useradd and setpriv for test_access.py's users).
+# run and test (systemd: systemd-analyze for the ctest systemd.unit; chromium
+# and prometheus for the tests of the web page and /metrics with real
+# clients; passwd and util-linux: useradd and setpriv for test_access.py's
+# users), and the npm packages of web/package-lock.json (pinned, with
+# integrity hashes) into web/node_modules: playwright-core and pprof-format
+# for those tests. The daemon's build needs no npm: the viewer it serves is
+# vendored in third_party/.
 # Safe to run again: apt skips what is already there.
 set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
@@ -14,4 +19,16 @@ apt-get install -y -qq --no-install-recommends \
     systemd \
     passwd util-linux \
     libiberty-dev xz-utils golang-github-google-pprof-dev \
-    libclang-rt-14-dev llvm >/dev/null # libFuzzer and ASan for clang; llvm-symbolizer
+    libclang-rt-14-dev llvm \
+    chromium prometheus >/dev/null # libFuzzer and ASan for clang; llvm-symbolizer
+# Node.js and npm: Debian's, unless a node is installed already (the image
+# may carry a newer one whose package conflicts with Debian's npm).
+if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+    apt-get install -y -qq --no-install-recommends nodejs npm >/dev/null
+fi
+# The test tools from npm, again only when the lock file changed.
+web="$(dirname "$0")/../web"
+if [[ ! -f "$web/node_modules/.package-lock.json" ||
+      "$web/package-lock.json" -nt "$web/node_modules/.package-lock.json" ]]; then
+    npm ci --prefix "$web" --no-audit --no-fund --ignore-scripts --loglevel=error
+fi

@@ -60,9 +60,10 @@ const char *access_via_name(enum access_via via);
 /* Whether `host` (as given to --listen) is a loopback address. */
 int access_is_loopback(const char *host);
 
-/* Adds a trust-uid (a number or a user name); -EINVAL if unknown or too many. */
+/* Adds a trust-uid (a number or a user name); -EINVAL if there is no such
+ * user, -ENOSPC if ACCESS_MAX_TRUSTED are given already. */
 int access_trust_add_uid(struct access_trust *t, const char *value);
-/* Adds a trust-group (a name or a number); -EINVAL if unknown or too many. */
+/* Adds a trust-group (a name or a number); -EINVAL or -ENOSPC likewise. */
 int access_trust_add_group(struct access_trust *t, const char *value);
 
 /*

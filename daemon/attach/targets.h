@@ -5,6 +5,10 @@
  * process we attached to.
  *
  * All functions take the table's lock; they may be called from any thread.
+ * The slow part of an attach (reading the process's ELF files, building
+ * its unwind tables, making the links) runs outside it, with the slot
+ * reserved, so that requests for the index and /metrics and other
+ * attaches go on meanwhile.
  */
 #ifndef HEAPPROF_TARGETS_H
 #define HEAPPROF_TARGETS_H
@@ -28,6 +32,7 @@ struct target_info {
     char allocator[256];   /* the object whose malloc is probed */
     size_t nfuncs;         /* allocator functions probed */
     size_t emulated;       /* of which probed on an instruction the kernel emulates */
+    uint64_t attached_ns;  /* CLOCK_MONOTONIC when this daemon attached (or adopted) it */
     const char *sampler;   /* how it is sampled: "uprobe" (a static string) */
 };
 
@@ -39,18 +44,19 @@ typedef void (*targets_exit_fn)(void *arg, pid_t pid, const char *comm,
 /* The table of profiled processes; its slot index is the BPF image slot. */
 struct targets {
     pthread_mutex_t lock;
+    pthread_cond_t attached; /* broadcast when an attach finishes, for requests waiting on it */
     struct bpf_state *bpf;
     struct unwind_manager *unwind; /* NULL: frame pointers only */
-    struct target *slot[HP_MAX_TARGETS];
-    uint64_t attach_errors;  /* under lock */
-    uint64_t attached_total; /* under lock */
-    uint64_t detached_total; /* under lock */
-    uint64_t last_attach_ns; /* under lock: how long the last attach took */
-    uint64_t last_detach_ns; /* under lock: how long removing the last target's probes took */
-    uint64_t reattached_total; /* processes attached again after exec (reaper thread only) */
-    size_t max_targets;      /* processes profiled at once */
-    size_t max_per_owner;    /* under lock: targets one owner may hold (0: no limit) */
-    targets_exit_fn on_exit; /* NULL: nothing kept of exited processes */
+    struct target *slot[HP_MAX_TARGETS]; /* under lock */
+    uint64_t attach_errors;    /* under lock */
+    uint64_t attached_total;   /* under lock */
+    uint64_t detached_total;   /* under lock */
+    uint64_t reattached_total; /* under lock: processes attached again after exec */
+    uint64_t last_attach_ns;   /* under lock: how long the last attach took */
+    uint64_t last_detach_ns;   /* under lock: how long removing the last target's probes took */
+    size_t max_targets;        /* under lock: processes profiled at once */
+    size_t max_per_owner;      /* under lock: targets one owner may hold (0: no limit) */
+    targets_exit_fn on_exit;   /* NULL: nothing kept of exited processes */
     void *on_exit_arg;
 };
 
@@ -64,7 +70,8 @@ void targets_destroy(struct targets *t, int keep_state);
 /*
  * Attaches again to the processes a previous daemon profiled (remembered in
  * the pinned maps) that still run, keeping their counts; forgets the rest.
- * Returns how many were adopted.
+ * Returns how many were adopted; each running process that could not be
+ * adopted is named with its reason in `err` ("" if none), its counts gone.
  */
 int targets_adopt(struct targets *t, char *err, size_t errlen);
 
@@ -72,14 +79,15 @@ int targets_adopt(struct targets *t, char *err, size_t errlen);
  * Makes sure process `pid` is profiled, attaching if it is not. Returns 0,
  * -ESRCH (no such process), -EACCES/-EPERM (not allowed), -ENOSPC (too many
  * targets), -ENOENT (no allocator found) or another -errno, with a one-line
- * reason in `err`.
+ * reason in `err`. A request for a process another request is attaching
+ * waits for that attach.
  */
 int targets_ensure(struct targets *t, pid_t pid, char *err, size_t errlen);
 
 /*
  * targets_ensure() for a caller who may hold at most t->max_per_owner
- * targets at once: `owner` is its uid (NULL: no limit, and no owner). Over
- * the limit it returns -EDQUOT. If this call attached the process, and
+ * targets at once: `owner` is its uid (NULL: no cap, and no owner). Over
+ * the cap it returns -EDQUOT. If this call attached the process, and
  * `attached` is not NULL, *attached describes it (else attached->pid is 0).
  * A target with an owner is detached, not attached again, when it execs:
  * the new program may not be its owner's to profile.

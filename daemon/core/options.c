@@ -91,8 +91,10 @@ static int set_listen(struct options *o, const char *v)
 /* Appends a copy of `v` to a rule list. */
 static int add_rule(char **list, size_t *n, const char *v)
 {
-    if (*n == TARGET_RULES_MAX || !*v)
+    if (!*v)
         return -EINVAL;
+    if (*n == TARGET_RULES_MAX)
+        return -ENOSPC;
     list[*n] = strdup(v);
     if (!list[*n])
         return -ENOMEM;
@@ -137,8 +139,8 @@ static const struct {
     {"token-file", "an absolute file path"},
     {"allow-remote", "yes or no"},
     {"open-loopback", "yes or no"},
-    {"trust-uid", "a uid or a user name that exists (64 at most)"},
-    {"trust-group", "a group name or gid that exists (64 at most)"},
+    {"trust-uid", "a uid or a user name that exists"},
+    {"trust-group", "a group name or gid that exists"},
     {"max-targets-per-uid", "a number in 1..1024"},
     {"unwind", "cfi or fp"},
     {"max-stacks", "a number of entries in 16..16777216"},
@@ -165,8 +167,10 @@ static int set_option(struct options *o, const char *name, const char *v)
         return 0;
     }
     if (strcmp(name, "pid") == 0) {
-        if (parse_u64(v, 1, HP_MAX_PID, &n) != 0 || o->npids == HP_MAX_TARGETS)
+        if (parse_u64(v, 1, HP_MAX_PID, &n) != 0)
             return -EINVAL;
+        if (o->npids == HP_MAX_TARGETS)
+            return -ENOSPC;
         o->pids[o->npids++] = (pid_t)n;
         return 0;
     }
@@ -231,10 +235,22 @@ static int set_option(struct options *o, const char *name, const char *v)
     return -ENOENT;
 }
 
-/* The error message for a bad value of option `name`. */
+/* The error message for value `v` of option `name`, which set_option
+ * refused with `e`: -ENOSPC when the list it adds to is full (the value may
+ * be fine), else a bad value. */
 static void bad_value(char *err, size_t errlen, const char *where, const char *name,
-                      const char *v)
+                      const char *v, int e)
 {
+    if (e == -ENOSPC) {
+        int most = TARGET_RULES_MAX;
+        if (strcmp(name, "pid") == 0)
+            most = HP_MAX_TARGETS;
+        else if (strncmp(name, "trust-", 6) == 0)
+            most = ACCESS_MAX_TRUSTED;
+        snprintf(err, errlen, "%s%s: too many given, '%.64s' does not fit (at most %d)", where,
+                 name, v, most);
+        return;
+    }
     const char *wants = "a valid value";
     for (size_t i = 0; i < sizeof(option_help) / sizeof(option_help[0]); i++)
         if (strcmp(option_help[i].name, name) == 0)
@@ -291,7 +307,7 @@ static int read_config(struct options *o, const char *path, char *err, size_t er
             snprintf(err, errlen, "%sunknown setting '%.64s'", where, name);
             e = -EINVAL;
         } else if (r) {
-            bad_value(err, errlen, where, name, value);
+            bad_value(err, errlen, where, name, value, r);
             e = -EINVAL;
         }
     }
@@ -310,9 +326,7 @@ static void set_defaults(struct options *o)
     snprintf(o->pin_dir, sizeof(o->pin_dir), "%s", OPTIONS_DEFAULT_PIN_DIR);
 }
 
-/* Refuses access settings that contradict each other, and derives the
- * per-uid cap when it is not set. */
-static int check_access_settings(struct options *o, char *err, size_t errlen)
+int options_check(const struct options *o, char *err, size_t errlen)
 {
     /* A remote caller has no peer uid to check: the token is all there is. */
     if (o->allow_remote && !o->token_file[0]) {
@@ -325,12 +339,17 @@ static int check_access_settings(struct options *o, char *err, size_t errlen)
                  "token every TCP caller must present it");
         return -EINVAL;
     }
+    return 0;
+}
+
+/* The per-uid cap when it is not set: a share of max-targets. */
+static void derive_per_uid_cap(struct options *o)
+{
     if (!o->max_targets_per_uid) {
         o->max_targets_per_uid = o->max_targets / OPTIONS_DEFAULT_PER_UID_SHARE;
         if (o->max_targets_per_uid == 0)
             o->max_targets_per_uid = 1;
     }
-    return 0;
 }
 
 int options_parse(int argc, char **argv, struct options *o, char *err, size_t errlen)
@@ -378,16 +397,18 @@ int options_parse(int argc, char **argv, struct options *o, char *err, size_t er
             }
             const char *name = longopts[idx].name;
             if (pass == 0) {
-                if (strcmp(name, "config") == 0 && set_option(o, name, optarg) != 0) {
-                    bad_value(err, errlen, "--", name, optarg);
+                int r = strcmp(name, "config") == 0 ? set_option(o, name, optarg) : 0;
+                if (r) {
+                    bad_value(err, errlen, "--", name, optarg, r);
                     return -EINVAL;
                 }
                 continue;
             }
             /* A flag without a value (--allow-remote, --open-loopback) means yes. */
             const char *value = optarg ? optarg : "yes";
-            if (strcmp(name, "config") != 0 && set_option(o, name, value) != 0) {
-                bad_value(err, errlen, "--", name, value);
+            int r = strcmp(name, "config") != 0 ? set_option(o, name, value) : 0;
+            if (r) {
+                bad_value(err, errlen, "--", name, value, r);
                 return -EINVAL;
             }
         }
@@ -398,7 +419,8 @@ int options_parse(int argc, char **argv, struct options *o, char *err, size_t er
         snprintf(err, errlen, "unexpected argument '%s'", argv[optind]);
         return -EINVAL;
     }
-    return check_access_settings(o, err, errlen);
+    derive_per_uid_cap(o);
+    return 0;
 }
 
 void options_free(struct options *o)

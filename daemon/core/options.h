@@ -61,6 +61,13 @@ struct options {
  */
 int options_parse(int argc, char **argv, struct options *o, char *err, size_t errlen);
 
+/*
+ * Refuses settings that contradict each other, each valid alone:
+ * allow-remote without token-file (a remote caller has no uid to check),
+ * open-loopback with token-file. -EINVAL with a one-line reason.
+ */
+int options_check(const struct options *o, char *err, size_t errlen);
+
 /* Frees the strings of `o`. */
 void options_free(struct options *o);
 

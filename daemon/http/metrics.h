@@ -12,10 +12,8 @@
 #include "pprof.h"
 
 /* Appends the metrics text to `out`, with per-process series only for the
- * processes `who` may profile; 0 or -ENOMEM. */
+ * processes `who` may profile; 0, or -errno (-ENOMEM, or a BPF map that
+ * could not be read). */
 int metrics_write(struct daemon_ctx *ctx, const struct caller *who, struct pprof_buf *out);
-
-/* Copies `src` into `dst` (size `len`) with HTML's special characters escaped. */
-void html_escape(char *dst, size_t len, const char *src);
 
 #endif

@@ -7,11 +7,12 @@
 #include <errno.h>
 #include <string.h>
 
+#include "clock.h"
+
+/* Monotonic seconds, the unit of EXITED_KEEP_SECONDS. */
 static time_t now_seconds(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec;
+    return (time_t)(monotonic_ns() / 1000000000u);
 }
 
 void exited_profiles_init(struct exited_profiles *x)
@@ -25,6 +26,8 @@ static void clear_entry(struct exited_entry *e)
 {
     for (int f = 0; f < EXITED_FORMS; f++)
         pprof_buf_free(&e->forms[f]);
+    pprof_free(e->profile);
+    e->profile = NULL;
     e->pid = 0;
 }
 
@@ -38,20 +41,20 @@ void exited_profiles_destroy(struct exited_profiles *x)
 /* Encodes `p` in every form; the default sample type is set per form. */
 static int encode_forms(struct pprof_profile *p, struct pprof_buf forms[EXITED_FORMS])
 {
-    struct pprof_buf raw = {0};
-    int e = pprof_set_default_sample_type(p, "inuse_space");
-    if (e == 0)
-        e = pprof_encode(p, &raw);
-    if (e == 0)
-        e = pprof_gzip(raw.data, raw.len, &forms[EXITED_HEAP_PROTO]);
-    pprof_buf_free(&raw);
-    if (e == 0)
-        e = pprof_set_default_sample_type(p, "alloc_space");
-    if (e == 0)
-        e = pprof_encode(p, &raw);
-    if (e == 0)
-        e = pprof_gzip(raw.data, raw.len, &forms[EXITED_ALLOCS_PROTO]);
-    pprof_buf_free(&raw);
+    static const struct {
+        enum exited_form form;
+        const char *default_type;
+    } protos[] = {{EXITED_HEAP_PROTO, "inuse_space"}, {EXITED_ALLOCS_PROTO, "alloc_space"}};
+    int e = 0;
+    for (size_t i = 0; i < sizeof(protos) / sizeof(protos[0]) && e == 0; i++) {
+        struct pprof_buf raw = {0};
+        e = pprof_set_default_sample_type(p, protos[i].default_type);
+        if (e == 0)
+            e = pprof_encode(p, &raw);
+        if (e == 0)
+            e = pprof_gzip(raw.data, raw.len, &forms[protos[i].form]);
+        pprof_buf_free(&raw);
+    }
     if (e == 0)
         e = pprof_write_heap_text(p, &forms[EXITED_TEXT]);
     return e;
@@ -81,15 +84,14 @@ int exited_profiles_put(struct exited_profiles *x, pid_t pid, struct pprof_profi
     x->v[slot].pid = pid;
     x->v[slot].exited_at = now;
     memcpy(x->v[slot].forms, forms, sizeof(forms));
+    x->v[slot].profile = p;
     pthread_mutex_unlock(&x->lock);
     return 0;
 }
 
-int exited_profiles_get(struct exited_profiles *x, pid_t pid, enum exited_form form,
-                        struct pprof_buf *out)
+/* The live entry of `pid` (an expired one is cleared); NULL if none. Lock held. */
+static struct exited_entry *find_locked(struct exited_profiles *x, pid_t pid)
 {
-    int e = -ENOENT;
-    pthread_mutex_lock(&x->lock);
     time_t now = now_seconds();
     for (size_t i = 0; i < EXITED_MAX; i++) {
         struct exited_entry *en = &x->v[i];
@@ -97,12 +99,36 @@ int exited_profiles_get(struct exited_profiles *x, pid_t pid, enum exited_form f
             continue;
         if (now - en->exited_at > EXITED_KEEP_SECONDS) {
             clear_entry(en);
-            break;
+            return NULL;
         }
+        return en;
+    }
+    return NULL;
+}
+
+int exited_profiles_get(struct exited_profiles *x, pid_t pid, enum exited_form form,
+                        struct pprof_buf *out)
+{
+    int e = -ENOENT;
+    pthread_mutex_lock(&x->lock);
+    struct exited_entry *en = find_locked(x, pid);
+    if (en)
         e = pprof_buf_append(out, en->forms[form].data ? en->forms[form].data : (uint8_t *)"",
                              en->forms[form].len);
-        break;
-    }
+    pthread_mutex_unlock(&x->lock);
+    return e;
+}
+
+int exited_profiles_write(struct exited_profiles *x, pid_t pid,
+                          int (*write)(const struct pprof_profile *p, void *arg,
+                                       struct pprof_buf *out),
+                          void *arg, struct pprof_buf *out)
+{
+    int e = -ENOENT;
+    pthread_mutex_lock(&x->lock);
+    struct exited_entry *en = find_locked(x, pid);
+    if (en && en->profile)
+        e = write(en->profile, arg, out);
     pthread_mutex_unlock(&x->lock);
     return e;
 }

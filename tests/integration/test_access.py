@@ -22,7 +22,6 @@ import pwd
 import re
 import subprocess
 import tempfile
-import time
 
 import heapprof_harness as h
 
@@ -154,17 +153,16 @@ class UserWorkload:
         self.proc.wait()
 
 
-def audit_lines(d, pid, want=1):
-    """The daemon's audit lines about attaching `pid`, once there are `want`
-    of them (the daemon logs before it answers, but its stderr is read by
-    another thread here) or AUDIT_TIMEOUT_S has passed."""
-    deadline = time.monotonic() + AUDIT_TIMEOUT_S
-    while True:
-        lines = [line for line in d.stderr().splitlines()
-                 if line.startswith("heapprofd: audit: attach ") and f" pid={pid} " in line]
-        if len(lines) >= want or time.monotonic() > deadline:
-            return lines
-        time.sleep(0.02)
+def audit_lines(d, pid):
+    """The daemon's audit lines about attaching `pid`, once there is one (the
+    daemon logs before it answers, but its stderr is read by another thread
+    here); fails if none comes within AUDIT_TIMEOUT_S."""
+    def lines():
+        return [line for line in d.stderr().splitlines()
+                if line.startswith("heapprofd: audit: attach ") and f" pid={pid} " in line]
+    h.wait_until(lambda: lines(), AUDIT_TIMEOUT_S,
+                 lambda: f"an audit line of attaching pid {pid} in:\n{d.stderr()}")
+    return lines()
 
 
 def check_own_not_others(d, name, own, roots):
@@ -269,13 +267,14 @@ def test_one_uid_may_hold_only_its_share_of_the_targets():
         h.check_equal(curl_as(PLAIN, d.url(f"/debug/pprof/heap?pid={second.pid}"))[0], 200,
                       "the user on its process root attached (not held by the user)")
         first.close()  # once it is detached, the user's slot is free again
-        deadline = time.monotonic() + REAP_TIMEOUT_S
-        status = 0
-        while status != 200 and time.monotonic() < deadline:
-            status, body = curl_as(PLAIN, d.url(f"/debug/pprof/heap?pid={third.pid}"))
-            time.sleep(0.1)
-        h.check_equal(status, 200, f"the user's third process once the first exited "
-                                   f"(within {REAP_TIMEOUT_S} s): {body!r}")
+        last = []
+
+        def third_attached():
+            last[:] = curl_as(PLAIN, d.url(f"/debug/pprof/heap?pid={third.pid}"))
+            return last[0] == 200
+
+        h.wait_until(third_attached, REAP_TIMEOUT_S,
+                     lambda: f"the user's third process once the first exited: {last}")
 
 
 def test_open_loopback_trusts_every_local_caller_and_says_so():
@@ -326,46 +325,35 @@ def test_a_token_is_required_on_tcp_when_configured():
                 f"a world-readable token file: rc {proc.returncode}, {proc.stderr!r}")
 
 
-def refused_start(*args):
-    """Runs heapprofd with args, which must refuse to start; returns (status, stderr)."""
-    proc = subprocess.run([h.HEAPPROFD, "--pin-dir", "none", *args], capture_output=True,
-                          timeout=30)
-    h.check(proc.returncode != 0, f"heapprofd {' '.join(args)} started (status 0): "
-                                  f"{proc.stderr!r}")
-    return proc.returncode, proc.stderr
+def check_contradiction(args, names):
+    """heapprofd with args exits with status 2 (settings that contradict
+    each other: a restart would not help) naming `names`, without serving."""
+    r = subprocess.run([h.HEAPPROFD, "--pin-dir", "none", *args], capture_output=True,
+                       text=True, timeout=30)
+    h.check(r.returncode == 2 and all(n in r.stderr for n in names)
+            and "listening on" not in r.stderr,
+            f"heapprofd {' '.join(args)}: expected status 2 naming {names}; got "
+            f"{r.returncode}: {r.stderr}")
 
 
 def test_a_remote_listener_needs_allow_remote_and_a_token():
-    _, err = refused_start("--listen", f"0.0.0.0:{h.free_port()}")
-    h.check(b"not a loopback address" in err, f"--listen 0.0.0.0: {err!r}")
-    status, err = refused_start("--listen", f"0.0.0.0:{h.free_port()}", "--allow-remote")
-    h.check(status == 2 and b"allow-remote needs token-file" in err,
-            f"--allow-remote without a token: status {status}, {err!r}")
+    h.check_refuses(["--listen", f"0.0.0.0:{h.free_port()}"], "--listen 0.0.0.0",
+                    names=["not a loopback address"])
+    check_contradiction(["--listen", f"0.0.0.0:{h.free_port()}", "--allow-remote"],
+                        ["allow-remote needs token-file"])
     with tempfile.TemporaryDirectory() as tmp:
         token = "another-token-of-the-test-0123456789"
         token_file = write_token_file(tmp, token)
-        status, err = refused_start("--open-loopback", "--token-file", token_file)
-        h.check(status == 2 and b"contradict" in err, f"--open-loopback with a token: {err!r}")
-        port = h.free_port()
-        d = subprocess.Popen([h.HEAPPROFD, "--listen", f"0.0.0.0:{port}", "--pin-dir", "none",
-                              "--allow-remote", "--token-file", token_file],
-                             stderr=subprocess.PIPE)
-        try:
-            deadline = time.monotonic() + h.LISTEN_TIMEOUT_S
-            status = 0
-            while time.monotonic() < deadline and status != 200:
-                time.sleep(0.2)
-                try:
-                    status, _ = h.get(f"http://127.0.0.1:{port}/healthz")
-                except OSError:
-                    status = 0
-            h.check_equal(status, 200, "/healthz of a daemon allowed to listen on 0.0.0.0")
-            r = h.request_with_headers(f"http://127.0.0.1:{port}/debug/pprof/",
+        check_contradiction(["--open-loopback", "--token-file", token_file], ["contradict"])
+        d = h.Daemon("--allow-remote", "--token-file", token_file)
+        d.address = f"0.0.0.0:{d.port}"
+        with d:
+            local = f"http://127.0.0.1:{d.port}"
+            h.check_equal(h.get(f"{local}/healthz")[0], 200, "/healthz on 0.0.0.0")
+            h.check_equal(h.get(f"{local}/debug/pprof/")[0], 401, "the index without the token")
+            r = h.request_with_headers(f"{local}/debug/pprof/",
                                        {"Authorization": f"Bearer {token}"})
             h.check_equal(r.status, 200, "the index with the token on 0.0.0.0")
-        finally:
-            d.terminate()
-            d.wait(timeout=10)
 
 
 def test_unix_socket_callers_profile_only_their_own_processes():
