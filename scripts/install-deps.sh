@@ -12,4 +12,5 @@ apt-get install -y -qq --no-install-recommends \
     ca-certificates \
     systemd \
     libiberty-dev xz-utils golang-github-google-pprof-dev \
+    libzydis-dev redis-server redis-tools \
     libclang-rt-14-dev llvm >/dev/null # libFuzzer and ASan for clang; llvm-symbolizer

@@ -44,6 +44,8 @@ struct target {
     uint64_t malloc_inode;
     struct proc_maps last_maps; /* as of the last scan: what its exit snapshot names frames by */
     int exited;                 /* set when the reaper found it gone */
+    struct inprocess_target *inproc; /* the in-process sampler's state, or NULL */
+    char sampler_note[256];     /* why the in-process sampler was not used, or "" */
 };
 
 /* The identity of /proc/PID/exe; -errno if it cannot be read. */
@@ -135,6 +137,13 @@ static uint64_t release_probes(struct targets *t, struct target *tg, int keep_st
 {
     struct bpf_state *bpf = t->bpf;
     uint64_t t0 = now_ns();
+    if (tg->inproc) {
+        /* Callers may or may not hold the lock: a plain atomic store. */
+        __atomic_store_n(&t->last_restore_stop_ns, inprocess_detach(tg->inproc),
+                         __ATOMIC_RELAXED);
+        free(tg->inproc);
+        tg->inproc = NULL;
+    }
     for (size_t i = 0; i < tg->nlinks; i++)
         bpf_link__destroy(tg->links[i]);
     for (size_t i = 0; i < tg->nfds; i++)
@@ -286,6 +295,28 @@ static int attach_links(struct targets *t, struct target *tg, size_t slot,
     return e;
 }
 
+/* Puts the in-process sampler into `tg`; on failure says why (the log, the
+ * index and /metrics) and returns non-zero: the caller attaches uprobes. */
+static int try_inprocess(struct targets *t, struct target *tg, const struct allocator_plan *plan)
+{
+    tg->inproc = calloc(1, sizeof(*tg->inproc));
+    int e = tg->inproc ? inprocess_attach(t->bpf, tg->pid, plan, tg->inproc, tg->sampler_note,
+                                          sizeof(tg->sampler_note))
+                       : -ENOMEM;
+    if (e == 0) {
+        t->last_inject_stop_ns = tg->inproc->inj.stopped_ns;
+        return 0;
+    }
+    if (e == -ENOMEM && !tg->sampler_note[0])
+        snprintf(tg->sampler_note, sizeof(tg->sampler_note), "out of memory");
+    fprintf(stderr, "heapprofd: pid %d: in-process sampler not used, uprobes instead: %s\n",
+            (int)tg->pid, tg->sampler_note);
+    free(tg->inproc);
+    tg->inproc = NULL;
+    t->inprocess_fallbacks++;
+    return e;
+}
+
 /* Resolves the allocator and attaches every probe to process `pid` in `slot`. */
 static int attach(struct targets *t, size_t slot, pid_t pid, uint64_t start_time, char *err,
                   size_t errlen)
@@ -340,6 +371,8 @@ static int attach(struct targets *t, size_t slot, pid_t pid, uint64_t start_time
     e = bpf_state_set_image(t->bpf, (uint32_t)slot, &img);
     if (e)
         snprintf(err, errlen, "set the code ranges of pid %d: %s", (int)pid, strerror(-e));
+    else if (t->sampler == SAMPLER_INPROCESS && try_inprocess(t, tg, &plan) == 0)
+        ; /* the report probes are attached */
     else if (t->bpf->layout == LAYOUT_CLASSIC)
         e = attach_classic(t, tg, slot, &plan, err, errlen);
     else
@@ -493,6 +526,8 @@ size_t targets_list(struct targets *t, struct target_info *out, size_t cap)
             memcpy(out[n].allocator, tg->allocator, sizeof(out[n].allocator));
             out[n].nfuncs = tg->nfuncs;
             out[n].emulated = tg->emulated;
+            out[n].sampler = sampler_name(tg->inproc ? SAMPLER_INPROCESS : SAMPLER_UPROBE);
+            memcpy(out[n].sampler_note, tg->sampler_note, sizeof(out[n].sampler_note));
         }
         n++;
     }

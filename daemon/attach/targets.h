@@ -17,6 +17,7 @@
 #include "bpf_state.h"
 #include "hp_limits.h"
 #include "proc_maps.h"
+#include "sampler_choice.h"
 #include "unwind_manager.h"
 
 struct target;
@@ -28,6 +29,8 @@ struct target_info {
     char allocator[256];   /* the object whose malloc is probed */
     size_t nfuncs;         /* allocator functions probed */
     size_t emulated;       /* of which probed on an instruction the kernel emulates */
+    const char *sampler;   /* "uprobe" or "inprocess": the one in use (static string) */
+    char sampler_note[256]; /* why the in-process sampler was not used, or "" */
 };
 
 /* Called as a target's exit is noticed, before its BPF state goes: its
@@ -48,6 +51,10 @@ struct targets {
     uint64_t last_detach_ns; /* under lock: how long removing the last target's probes took */
     uint64_t reattached_total; /* processes attached again after exec (reaper thread only) */
     size_t max_targets;      /* processes profiled at once */
+    enum sampler_kind sampler; /* the sampler new targets get (--sampler) */
+    uint64_t inprocess_fallbacks;   /* under lock: in-process asked, uprobes used */
+    uint64_t last_inject_stop_ns;   /* under lock: target stopped at the last injection */
+    uint64_t last_restore_stop_ns;  /* atomic: target stopped at the last restore */
     targets_exit_fn on_exit; /* NULL: nothing kept of exited processes */
     void *on_exit_arg;
 };

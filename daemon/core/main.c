@@ -117,6 +117,7 @@ static void reload(int argc, char **argv, struct options *opts, struct targets *
     if (t) {
         pthread_mutex_lock(&t->lock);
         t->max_targets = opts->max_targets;
+        t->sampler = opts->sampler; /* for processes attached from now on */
         pthread_mutex_unlock(&t->lock);
         attach_pids(opts, t);
     }
@@ -168,7 +169,8 @@ int main(int argc, char **argv)
         return 1;
     }
     if (e == 0) {
-        fprintf(stderr, "heapprofd: probes attach as %s links, sample interval %llu bytes%s%s\n",
+        fprintf(stderr, "heapprofd: %s sampler, probes attach as %s links, sample interval %llu "
+                "bytes%s%s\n", sampler_name(opts.sampler),
                 bpf_state_layout_name(bpf.layout), (unsigned long long)opts.sample_interval,
                 opts.pin_dir[0] ? ", maps pinned in " : "", opts.pin_dir);
         ctx.bpf = &bpf;
@@ -176,6 +178,7 @@ int main(int argc, char **argv)
         if (!opts.unwind_fp_only && unwind_manager_init(&unwind, &bpf) == 0)
             ctx.unwind = &unwind;
         targets_init(&targets, &bpf, ctx.unwind, opts.max_targets);
+        targets.sampler = opts.sampler;
         targets.on_exit = views_snapshot_exited;
         targets.on_exit_arg = &ctx;
         int adopted = targets_adopt(&targets, err, sizeof(err));

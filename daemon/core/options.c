@@ -42,6 +42,8 @@ void options_usage(FILE *out)
             "  --unwind cfi|fp          stacks from .eh_frame tables (default) or frame\n"
             "                           pointers only (no table memory, shorter stacks)\n"
             "  --probe-layout L         auto (default), session, multi or classic\n"
+            "  --sampler S              uprobe (default) or inprocess: sample inside the\n"
+            "                           process, only sampled calls reach the kernel\n"
             "  --max-stacks N, --max-counts N, --max-live N, --max-pending N\n"
             "                           BPF map sizes (defaults in docs/operations.md)\n"
             "Profiles: GET /debug/pprof/heap?pid=N (see docs/http-api.md)\n",
@@ -115,6 +117,7 @@ static const struct {
     {"pin-dir", "an absolute directory path, or none"},
     {"config", "a file path"},
     {"probe-layout", "auto, session, multi or classic"},
+    {"sampler", "uprobe or inprocess"},
     {"unix", "an absolute socket path"},
     {"token-file", "an absolute file path"},
     {"allow-remote", "yes or no"},
@@ -171,6 +174,8 @@ static int set_option(struct options *o, const char *name, const char *v)
         return set_path(o->config_path, sizeof(o->config_path), v);
     if (strcmp(name, "probe-layout") == 0)
         return parse_layout(v, &o->layout);
+    if (strcmp(name, "sampler") == 0)
+        return sampler_parse(v, &o->sampler);
     if (strcmp(name, "unix") == 0)
         return v[0] == '/' ? set_path(o->unix_path, sizeof(o->unix_path), v) : -EINVAL;
     if (strcmp(name, "token-file") == 0)
@@ -293,6 +298,7 @@ int options_parse(int argc, char **argv, struct options *o, char *err, size_t er
         {"pin-dir", required_argument, NULL, 0},
         {"config", required_argument, NULL, 0},
         {"probe-layout", required_argument, NULL, 0},
+        {"sampler", required_argument, NULL, 0},
         {"unix", required_argument, NULL, 0},
         {"token-file", required_argument, NULL, 0},
         {"allow-remote", optional_argument, NULL, 0},

@@ -18,6 +18,7 @@
 
 #include "bpf_state.h"
 #include "hp_limits.h"
+#include "sampler_choice.h"
 #include "target_rules.h"
 
 /* Default cap on processes profiled at once: each costs a few probes and
@@ -42,6 +43,7 @@ struct options {
     int allow_remote;          /* a non-loopback --listen address is allowed */
     int unwind_fp_only;        /* --unwind fp: no CFI tables, frame pointers only */
     enum probe_layout layout;  /* LAYOUT_AUTO unless --probe-layout says */
+    enum sampler_kind sampler; /* --sampler: uprobe (default) or inprocess */
     struct bpf_map_sizes map_sizes; /* --max-stacks etc.; 0: hp_limits.h's */
     int show_help;
 };

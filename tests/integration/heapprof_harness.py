@@ -168,6 +168,9 @@ class Daemon:
         # multi) as well as the best one the kernel offers.
         if os.environ.get("HEAPPROFD_PROBE_LAYOUT"):
             cmd += ["--probe-layout", os.environ["HEAPPROFD_PROBE_LAYOUT"]]
+        # HEAPPROFD_SAMPLER runs a test with the in-process sampler too.
+        if os.environ.get("HEAPPROFD_SAMPLER") and "--sampler" not in cmd:
+            cmd += ["--sampler", os.environ["HEAPPROFD_SAMPLER"]]
         self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                      stderr=subprocess.PIPE)
         self._reader = threading.Thread(target=self._read_stderr, daemon=True)

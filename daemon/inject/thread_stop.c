@@ -1,0 +1,218 @@
+/*
+ * thread_stop.c - stopping a process's threads with ptrace, and system
+ * calls run inside it (see thread_stop.h).
+ *
+ * How a thread is run through a system call of ours: registers saved,
+ * orig_rax set to -1 so that the kernel does not restart the system call
+ * the thread was interrupted in on our registers, rip at a `syscall`
+ * instruction found in the process, one single step, registers restored.
+ * The interrupted call is then restarted by the kernel as usual when the
+ * thread is released (its own rax and orig_rax are back).
+ */
+#include "thread_stop.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ptrace.h>
+#include <sys/wait.h>
+#include <time.h>
+
+uint64_t thread_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Waits for a ptrace stop or the end of `tid`, up to the timeout. Returns
+ * 0 with the status, or -ETIMEDOUT, or -errno. */
+static int wait_thread(pid_t tid, int *status)
+{
+    uint64_t deadline = thread_now_ns() + (uint64_t)THREAD_STOP_TIMEOUT_MS * 1000000u;
+    for (unsigned spins = 0;; spins++) {
+        pid_t r = waitpid(tid, status, __WALL | WNOHANG);
+        if (r == tid)
+            return 0;
+        if (r < 0 && errno != EINTR)
+            return -errno;
+        if (thread_now_ns() > deadline)
+            return -ETIMEDOUT;
+        if (spins > 64) {
+            struct timespec ts = {0, 50000};
+            nanosleep(&ts, NULL);
+        }
+    }
+}
+
+static int seized(const struct stopped_process *sp, pid_t tid)
+{
+    for (size_t i = 0; i < sp->n; i++)
+        if (sp->v[i].tid == tid)
+            return 1;
+    return 0;
+}
+
+/* Seizes and stops one thread; 1 when it is stopped, 0 when it is gone. */
+static int stop_one(struct stopped_process *sp, pid_t tid, char *err, size_t errlen)
+{
+    if (ptrace(PTRACE_SEIZE, tid, 0, 0) != 0) {
+        int e = errno;
+        if (e == ESRCH)
+            return 0;
+        snprintf(err, errlen, "ptrace seize thread %d of process %d: %s%s", (int)tid,
+                 (int)sp->pid, strerror(e), e == EPERM ? " (already traced?)" : "");
+        return e == EPERM ? -EBUSY : -e;
+    }
+    if (sp->n == sp->cap) {
+        size_t cap = sp->cap ? 2 * sp->cap : 16;
+        struct stopped_thread *v = realloc(sp->v, cap * sizeof(*v));
+        if (!v) {
+            ptrace(PTRACE_DETACH, tid, 0, 0);
+            return -ENOMEM;
+        }
+        sp->v = v;
+        sp->cap = cap;
+    }
+    sp->v[sp->n++] = (struct stopped_thread){.tid = tid};
+    if (ptrace(PTRACE_INTERRUPT, tid, 0, 0) != 0 && errno != ESRCH)
+        return -errno;
+    int status;
+    int e = wait_thread(tid, &status);
+    if (e) {
+        snprintf(err, errlen, "stop thread %d of process %d: %s", (int)tid, (int)sp->pid,
+                 strerror(-e));
+        return e;
+    }
+    if (WIFEXITED(status) || WIFSIGNALED(status)) {
+        sp->n--;
+        return 0;
+    }
+    /* A signal-delivery stop: the signal is ours to deliver at release. */
+    if (WIFSTOPPED(status) && (status >> 16) == 0 && WSTOPSIG(status) != SIGTRAP)
+        sp->v[sp->n - 1].pending_sig = WSTOPSIG(status);
+    return 1;
+}
+
+int thread_stop_all(pid_t pid, struct stopped_process *sp, char *err, size_t errlen)
+{
+    memset(sp, 0, sizeof(*sp));
+    sp->pid = pid;
+    sp->stopped_at_ns = thread_now_ns();
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+    for (int round = 0; round < THREAD_STOP_MAX_ROUNDS; round++) {
+        DIR *d = opendir(path);
+        if (!d) {
+            int e = errno == ENOENT ? -ESRCH : -errno;
+            snprintf(err, errlen, "list the threads of process %d: %s", (int)pid, strerror(-e));
+            thread_resume_all(sp);
+            return e;
+        }
+        size_t before = sp->n;
+        int e = 0;
+        struct dirent *de;
+        while (e >= 0 && (de = readdir(d)) != NULL) {
+            pid_t tid = (pid_t)atoi(de->d_name);
+            if (tid > 0 && !seized(sp, tid))
+                e = stop_one(sp, tid, err, errlen);
+        }
+        closedir(d);
+        if (e < 0) {
+            thread_resume_all(sp);
+            return e;
+        }
+        if (sp->n == before) {
+            if (sp->n == 0) {
+                snprintf(err, errlen, "process %d has no threads left", (int)pid);
+                return -ESRCH;
+            }
+            return 0; /* every thread was stopped already: none can have appeared */
+        }
+    }
+    snprintf(err, errlen, "process %d keeps creating threads", (int)pid);
+    thread_resume_all(sp);
+    return -EAGAIN;
+}
+
+uint64_t thread_resume_all(struct stopped_process *sp)
+{
+    for (size_t i = 0; i < sp->n; i++)
+        ptrace(PTRACE_DETACH, sp->v[i].tid, 0, (void *)(long)sp->v[i].pending_sig);
+    uint64_t took = thread_now_ns() - sp->stopped_at_ns;
+    free(sp->v);
+    sp->v = NULL;
+    sp->n = sp->cap = 0;
+    return took;
+}
+
+int thread_get_regs(pid_t tid, struct user_regs_struct *r)
+{
+    return ptrace(PTRACE_GETREGS, tid, 0, r) == 0 ? 0 : -errno;
+}
+
+int thread_set_regs(pid_t tid, const struct user_regs_struct *r)
+{
+    return ptrace(PTRACE_SETREGS, tid, 0, r) == 0 ? 0 : -errno;
+}
+
+int thread_step(struct stopped_process *sp, size_t i)
+{
+    pid_t tid = sp->v[i].tid;
+    for (int tries = 0; tries < 8; tries++) {
+        if (ptrace(PTRACE_SINGLESTEP, tid, 0, 0) != 0)
+            return -errno;
+        int status;
+        int e = wait_thread(tid, &status);
+        if (e)
+            return e;
+        if (!WIFSTOPPED(status))
+            return -ESRCH;
+        if (WSTOPSIG(status) == SIGTRAP)
+            return 0;
+        /* Another signal came first: keep it, step again. */
+        sp->v[i].pending_sig = WSTOPSIG(status);
+        struct user_regs_struct r;
+        if (thread_get_regs(tid, &r) != 0)
+            return -ESRCH;
+    }
+    return -EAGAIN;
+}
+
+int thread_remote_syscall(struct stopped_process *sp, size_t i, uint64_t gadget, long nr,
+                          const uint64_t args[6], int64_t *ret)
+{
+    pid_t tid = sp->v[i].tid;
+    struct user_regs_struct saved, r;
+    int e = thread_get_regs(tid, &saved);
+    if (e)
+        return e;
+    r = saved;
+    r.rax = (uint64_t)nr;
+    r.orig_rax = (uint64_t)-1;
+    r.rdi = args[0];
+    r.rsi = args[1];
+    r.rdx = args[2];
+    r.r10 = args[3];
+    r.r8 = args[4];
+    r.r9 = args[5];
+    r.rip = gadget;
+    e = thread_set_regs(tid, &r);
+    for (int tries = 0; e == 0 && tries < 8; tries++) {
+        e = thread_step(sp, i);
+        if (e == 0)
+            e = thread_get_regs(tid, &r);
+        if (e == 0 && r.rip == gadget + 2)
+            break;
+        if (e == 0 && r.rip != gadget)
+            e = -EFAULT; /* not where a step from the gadget goes */
+    }
+    if (e == 0 && r.rip != gadget + 2)
+        e = -EAGAIN;
+    *ret = (int64_t)r.rax;
+    int e2 = thread_set_regs(tid, &saved);
+    return e ? e : e2;
+}
