@@ -83,6 +83,19 @@ static int write_target_metrics(struct daemon_ctx *ctx, struct pprof_buf *out)
                      (int)info[i].pid, comm, (long long)(fixed > 0 ? fixed >> HP_BYTES_SHIFT : 0));
         }
     }
+    /* Which sampler each process has, and why not the in-process one when
+     * it was asked for and could not be used. */
+    if (e == 0)
+        e = emit(out, "# HELP heapprofd_target_sampler The sampler of each profiled process "
+                      "(reason: why the in-process sampler was not used).\n"
+                      "# TYPE heapprofd_target_sampler gauge\n");
+    for (size_t i = 0; i < n && e == 0; i++) {
+        char comm[64], reason[512];
+        label_escape(comm, sizeof(comm), info[i].comm);
+        label_escape(reason, sizeof(reason), info[i].sampler_note);
+        e = emit(out, "heapprofd_target_sampler{pid=\"%d\",comm=\"%s\",sampler=\"%s\",reason=\"%s\"} 1\n",
+                 (int)info[i].pid, comm, info[i].sampler, reason);
+    }
     free(info);
     free(tgids);
     free(totals);
@@ -136,6 +149,10 @@ int metrics_write(struct daemon_ctx *ctx, struct pprof_buf *out)
         unsigned long long detached = ctx->targets->detached_total;
         unsigned long long attach_ns = ctx->targets->last_attach_ns;
         unsigned long long detach_ns = ctx->targets->last_detach_ns;
+        unsigned long long fallbacks = ctx->targets->inprocess_fallbacks;
+        unsigned long long inject_ns = ctx->targets->last_inject_stop_ns;
+        unsigned long long restore_ns =
+            __atomic_load_n(&ctx->targets->last_restore_stop_ns, __ATOMIC_RELAXED);
         pthread_mutex_unlock(&ctx->targets->lock);
         e = emit_metric(out, "targets", "gauge", "Processes being profiled.",
                         targets_list(ctx->targets, NULL, 0));
@@ -156,6 +173,18 @@ int metrics_write(struct daemon_ctx *ctx, struct pprof_buf *out)
                           "# TYPE heapprofd_last_detach_seconds gauge\n"
                           "heapprofd_last_detach_seconds %.6f\n",
                      attach_ns / 1e9, detach_ns / 1e9);
+        if (e == 0)
+            e = emit_metric(out, "inprocess_fallbacks_total", "counter",
+                            "Processes given uprobes because the in-process sampler could "
+                            "not be used (the reason is in heapprofd_target_sampler).",
+                            fallbacks);
+        if (e == 0)
+            e = emit(out, "# HELP heapprofd_inprocess_stop_seconds How long the last process "
+                          "was stopped to inject the in-process sampler, and to restore it.\n"
+                          "# TYPE heapprofd_inprocess_stop_seconds gauge\n"
+                          "heapprofd_inprocess_stop_seconds{at=\"attach\"} %.6f\n"
+                          "heapprofd_inprocess_stop_seconds{at=\"detach\"} %.6f\n",
+                     inject_ns / 1e9, restore_ns / 1e9);
         if (e == 0)
             e = emit(out, "# HELP heapprofd_probe_layout How probes are attached.\n"
                           "# TYPE heapprofd_probe_layout gauge\n"

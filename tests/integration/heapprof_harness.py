@@ -169,8 +169,12 @@ class Daemon:
         if os.environ.get("HEAPPROFD_PROBE_LAYOUT"):
             cmd += ["--probe-layout", os.environ["HEAPPROFD_PROBE_LAYOUT"]]
         # HEAPPROFD_SAMPLER runs a test with the in-process sampler too.
+        # A target that silently fell back to uprobes would pass such a test
+        # without testing the in-process sampler: __exit__ fails then.
+        self.forced_sampler = None
         if os.environ.get("HEAPPROFD_SAMPLER") and "--sampler" not in cmd:
             cmd += ["--sampler", os.environ["HEAPPROFD_SAMPLER"]]
+            self.forced_sampler = os.environ["HEAPPROFD_SAMPLER"]
         self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                      stderr=subprocess.PIPE)
         self._reader = threading.Thread(target=self._read_stderr, daemon=True)
@@ -192,6 +196,10 @@ class Daemon:
             before = f"; the test had failed too: {first}" if exc is not None else ""
             raise Failure(f"heapprofd reported a sanitizer error (exit status "
                           f"{self.proc.returncode}){before}; stderr:\n{self.stderr()}")
+        if exc_type is None and self.forced_sampler == "inprocess" and \
+                "in-process sampler not used" in self.stderr():
+            raise Failure("HEAPPROFD_SAMPLER=inprocess, but a target fell back to uprobes; "
+                          f"stderr:\n{self.stderr()}")
         if exc_type is None and died is not None:
             raise Failure(f"heapprofd exited with status {died} during the test; "
                           f"stderr:\n{self.stderr()}")
