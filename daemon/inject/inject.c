@@ -25,6 +25,7 @@
 
 #include "hp_sampler.h"
 #include "proc_maps.h"
+#include "remote_stub.h"
 #include "sampler_image.h"
 #include "sampler_map.h"
 #include "sampling_tables.h"
@@ -131,10 +132,11 @@ static int write_mem(int memfd, uint64_t addr, const void *buf, size_t len)
     return pwrite(memfd, buf, len, (off_t)addr) == (ssize_t)len ? 0 : -EIO;
 }
 
-/* The configuration the wrappers read; the filter is emptied when the
- * sampler is reused (its pointers belong to a profile that is gone). */
+/* The configuration the wrappers read. The filter of a reused sampler is
+ * kept: its pointers may still be live samples of pinned maps (a restart),
+ * and a stale one only costs a report that finds nothing. */
 static int configure(int memfd, const struct sampler_image *img, uint64_t base, uint64_t interval,
-                     const struct inject_func *f, size_t n, int reused)
+                     const struct inject_func *f, size_t n)
 {
     struct hp_sampler_config c;
     memset(&c, 0, sizeof(c));
@@ -156,12 +158,7 @@ static int configure(int memfd, const struct sampler_image *img, uint64_t base, 
     uint64_t at = sampler_image_symbol(img, HP_SAMPLER_CONFIG_SYM);
     if (!at)
         return -ENOENT;
-    int e = write_mem(memfd, base + at, &c, sizeof(c));
-    if (e || !reused)
-        return e;
-    static const uint8_t zero[HP_FILTER_BUCKETS] = {0};
-    return write_mem(memfd, base + sampler_image_symbol(img, HP_SAMPLER_COUNTS_SYM), zero,
-                     sizeof(zero));
+    return write_mem(memfd, base + at, &c, sizeof(c));
 }
 
 /* Whether `pc` is inside bytes we are about to write: past the entry of a
@@ -280,14 +277,14 @@ static int place_sampler(struct stopped_process *sp, int memfd, const struct sam
             hi = f[i].addr + f[i].len > hi ? f[i].addr + f[i].len : hi;
         }
         s->base = sampler_map_choose_base(maps, img->span, lo, hi);
-        uint64_t gadget = sampler_map_find_gadget(memfd, maps);
-        if (!s->base || !gadget) {
+        uint64_t stub = remote_stub_find_place(sp->pid, memfd, maps);
+        if (!s->base || !stub) {
             snprintf(err, errlen, "process %d: no %s", (int)sp->pid,
                      !s->base ? "free address range within a jump of its allocator"
-                              : "syscall instruction to run system calls through");
+                              : "unused code bytes to run system calls through");
             return -ENOSPC;
         }
-        int e = sampler_map_into(sp, memfd, gadget, img, s->base, err, errlen);
+        int e = sampler_map_into(sp, memfd, stub, img, s->base, err, errlen);
         if (e)
             return e;
     }
@@ -335,15 +332,17 @@ static int attach_stopped(struct stopped_process *sp, int memfd, const struct sa
         e = steer_clear(sp, pl, n, tramp_lo, tramp_lo + PAGE, err, errlen);
     else
         e = steer_clear(sp, pl, n, 0, 0, err, errlen);
-    if (e == 0 && (e = configure(memfd, img, s->base, interval, f, n, s->reused)) != 0)
+    if (e == 0 && (e = configure(memfd, img, s->base, interval, f, n)) != 0)
         snprintf(err, errlen, "configure the sampler in process %d: %s", (int)sp->pid,
                  strerror(-e));
+    thread_crash_point(); /* configured, no trampoline written yet */
     if (e == 0 && (e = write_trampolines(memfd, pl, n, s->base)) != 0)
         snprintf(err, errlen, "write the trampolines in process %d: %s", (int)sp->pid,
                  strerror(-e));
     if (e == 0 && ready)
         e = ready(arg, s, err, errlen);
     for (size_t i = 0; e == 0 && i < n; i++) {
+        thread_crash_point(); /* some entries patched, some not */
         e = write_mem(memfd, s->p[i].addr, s->p[i].jump, RELOCATE_PATCH_LEN);
         if (e) {
             snprintf(err, errlen, "patch the entry of %s at 0x%llx: %s", f[i].name,
@@ -392,13 +391,27 @@ int inject_detach(struct inject_state *s, char *err, size_t errlen)
     int memfd = open_mem(s->pid);
     if (memfd < 0)
         return 0; /* gone: nothing left to restore */
+    /* After an exec the old addresses may hold the new program's code or
+     * data: nothing is written unless our sampler is still where it was. */
+    uint64_t base = 0;
+    if (!inject_find_sampler(s->pid, &base) || base != s->base) {
+        close(memfd);
+        return 0;
+    }
     struct stopped_process sp;
     int e = thread_stop_all(s->pid, &sp, err, errlen);
     if (e) {
         close(memfd);
         return e == -ESRCH ? 0 : e;
     }
+    /* Again now that no thread runs: none can exec any more. */
+    if (!inject_find_sampler(s->pid, &base) || base != s->base) {
+        s->stopped_ns = thread_resume_all(&sp);
+        close(memfd);
+        return 0;
+    }
     for (size_t i = 0; i < s->n && e == 0; i++) {
+        thread_crash_point(); /* some entries restored, some not */
         uint8_t now[RELOCATE_PATCH_LEN];
         if (pread(memfd, now, sizeof(now), (off_t)s->p[i].addr) != (ssize_t)sizeof(now))
             continue; /* unmapped (exec): nothing of ours is left there */

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "hp_sampler.h"
+#include "remote_stub.h"
 
 #define PAGE 4096ULL
 /* Keep every jump this far inside the rel32 range. */
@@ -49,25 +50,6 @@ uint64_t sampler_map_choose_base(const struct proc_maps *maps, uint64_t span, ui
         }
     }
     return best;
-}
-
-uint64_t sampler_map_find_gadget(int memfd, const struct proc_maps *maps)
-{
-    for (int pass = 0; pass < 2; pass++) {
-        for (size_t i = 0; i < maps->n; i++) {
-            const struct proc_mapping *m = &maps->v[i];
-            int vdso = strcmp(m->path, "[vdso]") == 0;
-            if (!m->executable || (pass == 0) != vdso)
-                continue;
-            uint8_t buf[16384];
-            size_t len = m->end - m->start < sizeof(buf) ? m->end - m->start : sizeof(buf);
-            ssize_t got = pread(memfd, buf, len, (off_t)m->start);
-            for (ssize_t k = 0; k + 1 < got; k++)
-                if (buf[k] == 0x0f && buf[k + 1] == 0x05)
-                    return m->start + (uint64_t)k;
-        }
-    }
-    return 0;
 }
 
 /* Runs a system call in the first stopped thread. */
@@ -127,8 +109,9 @@ static int map_segments(struct stopped_process *sp, int memfd, uint64_t gadget,
     return 0;
 }
 
-int sampler_map_into(struct stopped_process *sp, int memfd, uint64_t gadget,
-                     const struct sampler_image *img, uint64_t base, char *err, size_t errlen)
+static int map_with_stub(struct stopped_process *sp, int memfd, uint64_t gadget,
+                         const struct sampler_image *img, uint64_t base, char *err,
+                         size_t errlen)
 {
     int64_t r = rsys(sp, gadget, SYS_mmap, base, img->span, PROT_READ | PROT_WRITE,
                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, (uint64_t)-1, 0);
@@ -160,5 +143,29 @@ int sampler_map_into(struct stopped_process *sp, int memfd, uint64_t gadget,
         rsys(sp, gadget, SYS_munmap, base, img->span, 0, 0, 0, 0);
         snprintf(err, errlen, "map the sampler into process %d: %s", (int)sp->pid, strerror(-e));
     }
+    return e;
+}
+
+int sampler_map_into(struct stopped_process *sp, int memfd, uint64_t stub,
+                     const struct sampler_image *img, uint64_t base, char *err, size_t errlen)
+{
+    struct user_regs_struct regs;
+    uint8_t code[REMOTE_STUB_SIZE];
+    int e = thread_get_regs(sp->v[0].tid, &regs);
+    if (e == 0) {
+        remote_stub_build(stub, &regs, code);
+        e = pwrite(memfd, code, sizeof(code), (off_t)stub) == (ssize_t)sizeof(code) ? 0 : -EIO;
+    }
+    if (e) {
+        snprintf(err, errlen, "prepare system calls in process %d: %s", (int)sp->pid,
+                 strerror(-e));
+        return e;
+    }
+    e = map_with_stub(sp, memfd, stub, img, base, err, errlen);
+    /* The thread is back where it was: the stub is not needed any more. */
+    memset(code, 0, sizeof(code));
+    if (pwrite(memfd, code, sizeof(code), (off_t)stub) != (ssize_t)sizeof(code))
+        fprintf(stderr, "heapprofd: process %d: could not erase the system call stub at 0x%llx\n",
+                (int)sp->pid, (unsigned long long)stub);
     return e;
 }

@@ -20,16 +20,13 @@
 uint64_t sampler_map_choose_base(const struct proc_maps *maps, uint64_t span, uint64_t lo,
                                  uint64_t hi);
 
-/* The address of a `syscall` instruction in the process (its vDSO, else a
- * mapped library), to run system calls through; 0 if none. */
-uint64_t sampler_map_find_gadget(int memfd, const struct proc_maps *maps);
-
 /*
  * Maps `img` at `base` in the stopped process `sp` (its memory open as
- * `memfd`, /proc/PID/mem). Returns 0, or -errno with the reason in `err`;
- * on failure whatever was mapped is unmapped again.
+ * `memfd`, /proc/PID/mem), with system calls run through a stub written at
+ * `stub` (remote_stub.h) and erased again. Returns 0, or -errno with the
+ * reason in `err`; on failure whatever was mapped is unmapped again.
  */
-int sampler_map_into(struct stopped_process *sp, int memfd, uint64_t gadget,
+int sampler_map_into(struct stopped_process *sp, int memfd, uint64_t stub,
                      const struct sampler_image *img, uint64_t base, char *err, size_t errlen);
 
 #endif

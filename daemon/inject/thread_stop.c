@@ -4,14 +4,16 @@
  *
  * How a thread is run through a system call of ours: registers saved,
  * orig_rax set to -1 so that the kernel does not restart the system call
- * the thread was interrupted in on our registers, rip at a `syscall`
- * instruction found in the process, one single step, registers restored.
+ * the thread was interrupted in on our registers, rip at the `syscall` of
+ * the stub of remote_stub.h (which returns the thread to where it was if
+ * we die before we restore it), one single step, registers restored.
  * The interrupted call is then restarted by the kernel as usual when the
  * thread is released (its own rax and orig_rax are back).
  */
 #include "thread_stop.h"
 
 #include <dirent.h>
+#include <pthread.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -20,6 +22,24 @@
 #include <sys/ptrace.h>
 #include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
+
+void thread_crash_point(void)
+{
+    static long countdown = -1; /* -1: not read yet; 0: off */
+    static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+    pthread_mutex_lock(&lock);
+    if (countdown < 0) {
+        const char *v = getenv("HEAPPROFD_TEST_CRASH_AT");
+        countdown = v ? atol(v) : 0;
+        if (countdown < 0)
+            countdown = 0;
+    }
+    int die = countdown > 0 && --countdown == 0;
+    pthread_mutex_unlock(&lock);
+    if (die)
+        kill(getpid(), SIGKILL);
+}
 
 uint64_t thread_now_ns(void)
 {
@@ -200,9 +220,13 @@ int thread_remote_syscall(struct stopped_process *sp, size_t i, uint64_t gadget,
     r.r8 = args[4];
     r.r9 = args[5];
     r.rip = gadget;
+    /* Below the red zone: the stub pushes the flags it restores. */
+    r.rsp = (saved.rsp - 256) & ~15ULL;
     e = thread_set_regs(tid, &r);
     for (int tries = 0; e == 0 && tries < 8; tries++) {
+        thread_crash_point(); /* pointed at the stub, not yet run */
         e = thread_step(sp, i);
+        thread_crash_point(); /* past the stub's system call */
         if (e == 0)
             e = thread_get_regs(tid, &r);
         if (e == 0 && r.rip == gadget + 2)

@@ -55,8 +55,9 @@ int thread_step(struct stopped_process *sp, size_t i);
 
 /*
  * Runs system call `nr` with `args` in stopped thread `i` of `sp`, by
- * pointing it at a `syscall` instruction at `gadget` and stepping over
- * it; the thread's registers are left as they were. Returns 0 and the
+ * pointing it at the stub at `gadget` (remote_stub.h, built for this
+ * thread) and stepping over its `syscall`; the thread's registers are left
+ * as they were. Returns 0 and the
  * call's result in `*ret` (a -errno of the call itself included), or -errno
  * when ptrace failed.
  */
@@ -64,5 +65,13 @@ int thread_remote_syscall(struct stopped_process *sp, size_t i, uint64_t gadget,
                           const uint64_t args[6], int64_t *ret);
 
 uint64_t thread_now_ns(void);
+
+/*
+ * For the tests of a daemon killed mid-injection: with the environment
+ * variable HEAPPROFD_TEST_CRASH_AT=N, the N-th call of this function (at
+ * each point where an injection has the target in an intermediate state)
+ * SIGKILLs heapprofd itself. Without it, nothing happens.
+ */
+void thread_crash_point(void);
 
 #endif
