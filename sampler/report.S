@@ -2,9 +2,17 @@
  * report.S - the sampler's report functions and trampoline slots.
  *
  * hp_report_alloc(ptr, size, kind, ret, sp) and hp_report_free(ptr) do
- * nothing: the daemon's uprobes on them read their arguments. Each begins
- * with a 5-byte nop, which Linux 6.18 can turn into a call to its uprobe
- * trampoline instead of a trap.
+ * nothing: the daemon's uprobes on them read their arguments. Each is a
+ * one-byte nop (which the kernel emulates at the probe, no single step)
+ * and a return.
+ *
+ * Not a 5-byte nop, although Linux 6.18 "optimizes" a uprobe on one into a
+ * call to a [uprobes-trampoline] mapping: that mapping is not inherited by
+ * fork(), while the call written into the probed page is, so every forked
+ * child that reached a report function died of SIGSEGV at the trampoline's
+ * address (seen here with tests/workloads/stress.c). A 2-byte function
+ * cannot hold that call. The optimization saved about 30 ns of 495 per
+ * sampled call here (../shared/design.md); a crash is not worth it.
  *
  * hp_tramp_NAME: HP_TRAMP_SIZE bytes per allocator function, int3 until the
  * daemon writes there the function's first instructions, relocated, and a
@@ -18,7 +26,7 @@
     .p2align 4
 hp_report_alloc:
     .cfi_startproc
-    .byte 0x0f, 0x1f, 0x44, 0x00, 0x00 /* nopl 0x0(%rax,%rax,1) */
+    nop
     ret
     .cfi_endproc
     .size hp_report_alloc, .-hp_report_alloc
@@ -29,7 +37,7 @@ hp_report_alloc:
     .p2align 4
 hp_report_free:
     .cfi_startproc
-    .byte 0x0f, 0x1f, 0x44, 0x00, 0x00
+    nop
     ret
     .cfi_endproc
     .size hp_report_free, .-hp_report_free

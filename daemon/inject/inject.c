@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "hp_sampler.h"
@@ -32,8 +33,9 @@
 #include "thread_stop.h"
 
 #define PAGE 4096ULL
-/* Single steps allowed to take a thread out of bytes we are about to write. */
-#define MAX_STEPS_OUT 64
+/* Stops in which a thread was found inside bytes about to be written
+ * before we give up (each lets it run on for 0.2 ms). */
+#define MAX_TRIES_CLEAR 50
 
 /* What one function needs: its relocation and its sampler symbols. */
 struct planned {
@@ -91,30 +93,57 @@ static int plan_all(const struct sampler_image *img, const struct inject_func *f
     return 0;
 }
 
-/* The sampler already in the process, from its memfd's name: base and text. */
-static int find_mapped(const struct proc_maps *maps, uint64_t *base, const struct proc_mapping **text)
+/* Whether `m` is segment `seg` of a sampler mapped at `base`, as mapped. */
+static int is_segment(const struct proc_mapping *m, const struct sampler_segment *seg, uint64_t base)
+{
+    uint64_t start = base + (seg->vaddr & ~(PAGE - 1));
+    uint64_t end = base + ((seg->vaddr + seg->memsz + PAGE - 1) & ~(PAGE - 1));
+    return m->start == start && m->end == end && m->offset == (seg->offset & ~(PAGE - 1)) &&
+           m->executable == !!(seg->prot & PROT_EXEC) && !m->writable;
+}
+
+/*
+ * A sampler already in the process, from its memfd's name: its base, if
+ * every file-backed segment is mapped where and as it should be. One left
+ * half-mapped by an injection that was interrupted (heapprofd killed) is
+ * not used: patching entries into it could jump into memory that is not
+ * code. It stays, unused; a new one is mapped elsewhere.
+ */
+static int find_mapped(const struct sampler_image *img, const struct proc_maps *maps,
+                       uint64_t *base)
 {
     *base = 0;
-    *text = NULL;
     for (size_t i = 0; i < maps->n; i++) {
         const struct proc_mapping *m = &maps->v[i];
-        if (strcmp(m->path, "/memfd:" HP_SAMPLER_MEMFD_NAME) != 0)
+        if (strcmp(m->path, "/memfd:" HP_SAMPLER_MEMFD_NAME) != 0 || m->offset != 0)
             continue;
-        if (m->offset == 0 && !*base)
+        size_t whole = 0, k = i;
+        for (size_t s = 0; s < img->nseg; s++) {
+            if (img->seg[s].prot & PROT_WRITE) {
+                whole++; /* anonymous: not told apart in the maps */
+                continue;
+            }
+            while (k < maps->n && maps->v[k].start < m->start + (img->seg[s].vaddr & ~(PAGE - 1)))
+                k++;
+            whole += k < maps->n && strcmp(maps->v[k].path, m->path) == 0 &&
+                     is_segment(&maps->v[k], &img->seg[s], m->start);
+        }
+        if (whole == img->nseg) {
             *base = m->start;
-        if (m->executable && !*text)
-            *text = m;
+            return 0;
+        }
     }
-    return *base && *text ? 0 : -ENOENT;
+    return -ENOENT;
 }
 
 int inject_find_sampler(pid_t pid, uint64_t *base)
 {
+    char err[128];
     struct proc_maps maps;
-    const struct proc_mapping *text;
-    if (proc_maps_read(pid, &maps) != 0)
+    const struct sampler_image *img = sampler_image_get(err, sizeof(err));
+    if (!img || proc_maps_read(pid, &maps) != 0)
         return 0;
-    int found = find_mapped(&maps, base, &text) == 0;
+    int found = find_mapped(img, &maps, base) == 0;
     proc_maps_free(&maps);
     return found;
 }
@@ -162,39 +191,32 @@ static int configure(int memfd, const struct sampler_image *img, uint64_t base, 
 }
 
 /* Whether `pc` is inside bytes we are about to write: past the entry of a
- * patched function (the entry itself is fine: it will run the jump), or in
- * the trampolines (rewritten when reused). */
-static int pc_in_the_way(uint64_t pc, const struct planned *pl, size_t n, uint64_t tramp_lo,
-                         uint64_t tramp_hi)
+ * patched function (the entry itself is fine: it will run the jump). */
+static int pc_in_the_way(uint64_t pc, const struct planned *pl, size_t n)
 {
-    if (pc >= tramp_lo && pc < tramp_hi)
-        return 1;
     for (size_t i = 0; i < n; i++)
         if (pc > pl[i].rel.func && pc < pl[i].rel.func + pl[i].rel.displaced)
             return 1;
     return 0;
 }
 
-/* Steps every thread out of the bytes about to change. */
-static int steer_clear(struct stopped_process *sp, const struct planned *pl, size_t n,
-                       uint64_t tramp_lo, uint64_t tramp_hi, char *err, size_t errlen)
+/* Whether every stopped thread is clear of the bytes about to change:
+ * 0, -EAGAIN (one is inside: let it run on and try again), or -errno. */
+static int threads_clear(struct stopped_process *sp, const struct planned *pl, size_t n,
+                         char *err, size_t errlen)
 {
     for (size_t t = 0; t < sp->n; t++) {
-        for (int steps = 0;; steps++) {
-            struct user_regs_struct r;
-            int e = thread_get_regs(sp->v[t].tid, &r);
-            if (e) {
-                snprintf(err, errlen, "read the registers of thread %d: %s", (int)sp->v[t].tid,
-                         strerror(-e));
-                return e;
-            }
-            if (!pc_in_the_way(r.rip, pl, n, tramp_lo, tramp_hi))
-                break;
-            if (steps == MAX_STEPS_OUT || (e = thread_step(sp, t)) != 0) {
-                snprintf(err, errlen, "thread %d stays inside code to be patched (pc 0x%llx)",
-                         (int)sp->v[t].tid, (unsigned long long)r.rip);
-                return e ? e : -EAGAIN;
-            }
+        struct user_regs_struct r;
+        int e = thread_get_regs(sp->v[t].tid, &r);
+        if (e) {
+            snprintf(err, errlen, "read the registers of thread %d: %s", (int)sp->v[t].tid,
+                     strerror(-e));
+            return e;
+        }
+        if (pc_in_the_way(r.rip, pl, n)) {
+            snprintf(err, errlen, "thread %d stays inside code to be patched (pc 0x%llx)",
+                     (int)sp->v[t].tid, (unsigned long long)r.rip);
+            return -EAGAIN;
         }
     }
     return 0;
@@ -254,47 +276,69 @@ static int write_trampolines(int memfd, const struct planned *pl, size_t n, uint
     return 0;
 }
 
-/* Maps the sampler, or finds it mapped; fills s->base, text path and offsets. */
-static int place_sampler(struct stopped_process *sp, int memfd, const struct sampler_image *img,
-                         const struct proc_maps *maps, const struct inject_func *f, size_t n,
-                         struct inject_state *s, char *err, size_t errlen)
+/* Maps a new sampler into the process: the first stop, for the system
+ * calls only. */
+static int map_new(pid_t pid, int memfd, const struct sampler_image *img,
+                   const struct proc_maps *maps, const struct inject_func *f, size_t n,
+                   struct inject_state *s, char *err, size_t errlen)
 {
-    const struct proc_mapping *text;
-    if (find_mapped(maps, &s->base, &text) == 0) {
+    uint64_t lo = UINT64_MAX, hi = 0;
+    for (size_t i = 0; i < n; i++) {
+        lo = f[i].addr < lo ? f[i].addr : lo;
+        hi = f[i].addr + f[i].len > hi ? f[i].addr + f[i].len : hi;
+    }
+    s->base = sampler_map_choose_base(maps, img->span, lo, hi);
+    uint64_t stub = remote_stub_find_place(pid, memfd, maps);
+    if (!s->base || !stub) {
+        snprintf(err, errlen, "process %d: no %s", (int)pid,
+                 !s->base ? "free address range within a jump of its allocator"
+                          : "unused code bytes to run system calls through");
+        return -ENOSPC;
+    }
+    struct stopped_process sp;
+    int e = thread_stop_all(pid, &sp, err, errlen);
+    if (e)
+        return e;
+    e = sampler_map_into(&sp, memfd, stub, img, s->base, err, errlen);
+    s->stopped_ns += thread_resume_all(&sp);
+    return e;
+}
+
+/* Finds the sampler in the process, or maps one; fills s->base, the path
+ * uprobes open and the report functions' offsets. */
+static int locate_sampler(pid_t pid, int memfd, const struct sampler_image *img,
+                          const struct inject_func *f, size_t n, struct inject_state *s,
+                          char *err, size_t errlen)
+{
+    struct proc_maps maps;
+    int e = proc_maps_read(pid, &maps);
+    if (e) {
+        snprintf(err, errlen, "read /proc/%d/maps: %s", (int)pid, strerror(-e));
+        return e;
+    }
+    if (find_mapped(img, &maps, &s->base) == 0) {
         struct hp_sampler_config c;
         uint64_t at = s->base + sampler_image_symbol(img, HP_SAMPLER_CONFIG_SYM);
         if (pread(memfd, &c, 16, (off_t)at) != 16 ||
             (c.magic && (c.magic != HP_SAMPLER_MAGIC || c.version != HP_SAMPLER_VERSION))) {
             snprintf(err, errlen, "process %d has a sampler of another heapprofd version",
-                     (int)sp->pid);
-            return -EEXIST;
+                     (int)pid);
+            e = -EEXIST;
         }
         s->reused = 1;
     } else {
-        uint64_t lo = UINT64_MAX, hi = 0;
-        for (size_t i = 0; i < n; i++) {
-            lo = f[i].addr < lo ? f[i].addr : lo;
-            hi = f[i].addr + f[i].len > hi ? f[i].addr + f[i].len : hi;
-        }
-        s->base = sampler_map_choose_base(maps, img->span, lo, hi);
-        uint64_t stub = remote_stub_find_place(sp->pid, memfd, maps);
-        if (!s->base || !stub) {
-            snprintf(err, errlen, "process %d: no %s", (int)sp->pid,
-                     !s->base ? "free address range within a jump of its allocator"
-                              : "unused code bytes to run system calls through");
-            return -ENOSPC;
-        }
-        int e = sampler_map_into(sp, memfd, stub, img, s->base, err, errlen);
-        if (e)
-            return e;
+        e = map_new(pid, memfd, img, &maps, f, n, s, err, errlen);
     }
+    proc_maps_free(&maps);
+    if (e)
+        return e;
     /* The executable segment: where uprobes go, named as the kernel can open it. */
     for (size_t i = 0; i < img->nseg; i++) {
         if (!(img->seg[i].prot & PROT_EXEC))
             continue;
         uint64_t start = s->base + (img->seg[i].vaddr & ~(PAGE - 1));
         uint64_t end = s->base + ((img->seg[i].vaddr + img->seg[i].memsz + PAGE - 1) & ~(PAGE - 1));
-        snprintf(s->text_path, sizeof(s->text_path), "/proc/%d/map_files/%llx-%llx", (int)sp->pid,
+        snprintf(s->text_path, sizeof(s->text_path), "/proc/%d/map_files/%llx-%llx", (int)pid,
                  (unsigned long long)start, (unsigned long long)end);
     }
     if (sampler_image_file_offset(img, sampler_image_symbol(img, HP_REPORT_ALLOC_SYM),
@@ -307,40 +351,32 @@ static int place_sampler(struct stopped_process *sp, int memfd, const struct sam
     return 0;
 }
 
-/* Everything between the stop and the release of the threads. */
-static int attach_stopped(struct stopped_process *sp, int memfd, const struct sampler_image *img,
-                          const struct inject_func *f, const struct planned *pl, size_t n,
-                          uint64_t interval, inject_ready_fn ready, void *arg,
-                          struct inject_state *s, char *err, size_t errlen)
+/* The second stop: no thread inside bytes about to change, the entries
+ * still as checked, then the jumps. */
+static int patch_entries(pid_t pid, int memfd, const struct inject_func *f,
+                         const struct planned *pl, size_t n, struct inject_state *s, char *err,
+                         size_t errlen)
 {
-    struct proc_maps maps;
-    int e = proc_maps_read(sp->pid, &maps);
-    if (e) {
-        snprintf(err, errlen, "read /proc/%d/maps: %s", (int)sp->pid, strerror(-e));
-        return e;
+    struct stopped_process sp;
+    int e = -EAGAIN;
+    /* A thread inside a prologue is let run on a little, not stepped out
+     * (see thread_stop.c: a step's stop is not safe if we die). */
+    for (int tries = 0; e == -EAGAIN && tries < MAX_TRIES_CLEAR; tries++) {
+        if (tries) {
+            struct timespec pause = {0, 200000};
+            nanosleep(&pause, NULL);
+        }
+        e = thread_stop_all(pid, &sp, err, errlen);
+        if (e)
+            return e;
+        e = threads_clear(&sp, pl, n, err, errlen);
+        if (e)
+            s->stopped_ns += thread_resume_all(&sp);
     }
-    e = place_sampler(sp, memfd, img, &maps, f, n, s, err, errlen);
-    proc_maps_free(&maps);
-    int patched = 0;
-    if (e == 0)
-        e = check_entries(memfd, pl, n, s, &patched, err, errlen);
     if (e)
         return e;
-    uint64_t tramp_lo = s->base + sampler_image_symbol(img, HP_TRAMP_PREFIX "malloc");
-    /* A thread may be running a trampoline only if entries are patched now. */
-    if (patched)
-        e = steer_clear(sp, pl, n, tramp_lo, tramp_lo + PAGE, err, errlen);
-    else
-        e = steer_clear(sp, pl, n, 0, 0, err, errlen);
-    if (e == 0 && (e = configure(memfd, img, s->base, interval, f, n)) != 0)
-        snprintf(err, errlen, "configure the sampler in process %d: %s", (int)sp->pid,
-                 strerror(-e));
-    thread_crash_point(); /* configured, no trampoline written yet */
-    if (e == 0 && (e = write_trampolines(memfd, pl, n, s->base)) != 0)
-        snprintf(err, errlen, "write the trampolines in process %d: %s", (int)sp->pid,
-                 strerror(-e));
-    if (e == 0 && ready)
-        e = ready(arg, s, err, errlen);
+    int patched;
+    e = check_entries(memfd, pl, n, s, &patched, err, errlen);
     for (size_t i = 0; e == 0 && i < n; i++) {
         thread_crash_point(); /* some entries patched, some not */
         e = write_mem(memfd, s->p[i].addr, s->p[i].jump, RELOCATE_PATCH_LEN);
@@ -351,9 +387,16 @@ static int attach_stopped(struct stopped_process *sp, int memfd, const struct sa
                 write_mem(memfd, s->p[k].addr, s->p[k].orig, RELOCATE_PATCH_LEN);
         }
     }
+    s->stopped_ns += thread_resume_all(&sp);
     return e;
 }
 
+/*
+ * The sampler is found or mapped (first stop), then configured, given its
+ * trampolines and its probes while the process runs: no entry jumps into
+ * it yet, and a reused one gets the bytes it already holds. Then the
+ * entries are patched (second stop).
+ */
 int inject_attach(pid_t pid, const struct inject_func *f, size_t n, uint64_t interval,
                   inject_ready_fn ready, void *arg, struct inject_state *out, char *err,
                   size_t errlen)
@@ -376,12 +419,19 @@ int inject_attach(pid_t pid, const struct inject_func *f, size_t n, uint64_t int
         snprintf(err, errlen, "open /proc/%d/mem: %s", (int)pid, strerror(-memfd));
         return memfd == -ENOENT ? -ESRCH : memfd;
     }
-    struct stopped_process sp;
-    e = thread_stop_all(pid, &sp, err, errlen);
-    if (e == 0) {
-        e = attach_stopped(&sp, memfd, img, f, pl, n, interval, ready, arg, out, err, errlen);
-        out->stopped_ns = thread_resume_all(&sp);
-    }
+    int patched = 0;
+    e = locate_sampler(pid, memfd, img, f, n, out, err, errlen);
+    if (e == 0)
+        e = check_entries(memfd, pl, n, out, &patched, err, errlen);
+    if (e == 0 && (e = configure(memfd, img, out->base, interval, f, n)) != 0)
+        snprintf(err, errlen, "configure the sampler in process %d: %s", (int)pid, strerror(-e));
+    thread_crash_point(); /* configured, no trampoline written yet */
+    if (e == 0 && (e = write_trampolines(memfd, pl, n, out->base)) != 0)
+        snprintf(err, errlen, "write the trampolines in process %d: %s", (int)pid, strerror(-e));
+    if (e == 0 && ready)
+        e = ready(arg, out, err, errlen);
+    if (e == 0)
+        e = patch_entries(pid, memfd, f, pl, n, out, err, errlen);
     close(memfd);
     return e;
 }

@@ -6,7 +6,14 @@
  * orig_rax set to -1 so that the kernel does not restart the system call
  * the thread was interrupted in on our registers, rip at the `syscall` of
  * the stub of remote_stub.h (which returns the thread to where it was if
- * we die before we restore it), one single step, registers restored.
+ * we die before we restore it), resumed to the call's entry stop and its
+ * exit stop, registers restored.
+ *
+ * Why system call stops and never a single step: if heapprofd dies while
+ * a thread sits in the SIGTRAP stop a single step ends in, the kernel
+ * delivers that SIGTRAP when it releases the thread, and it dies (seen in
+ * test_inprocess.py). A system call stop reports SIGTRAP|0x80 with
+ * PTRACE_O_TRACESYSGOOD, which is no signal, and an interrupt stop none.
  * The interrupted call is then restarted by the kernel as usual when the
  * thread is released (its own rax and orig_rax are back).
  */
@@ -76,10 +83,10 @@ static int seized(const struct stopped_process *sp, pid_t tid)
     return 0;
 }
 
-/* Seizes and stops one thread; 1 when it is stopped, 0 when it is gone. */
-static int stop_one(struct stopped_process *sp, pid_t tid, char *err, size_t errlen)
+/* Seizes one thread and asks it to stop; 1 when seized, 0 when it is gone. */
+static int seize_one(struct stopped_process *sp, pid_t tid, char *err, size_t errlen)
 {
-    if (ptrace(PTRACE_SEIZE, tid, 0, 0) != 0) {
+    if (ptrace(PTRACE_SEIZE, tid, 0, (void *)(long)PTRACE_O_TRACESYSGOOD) != 0) {
         int e = errno;
         if (e == ESRCH)
             return 0;
@@ -100,23 +107,39 @@ static int stop_one(struct stopped_process *sp, pid_t tid, char *err, size_t err
     sp->v[sp->n++] = (struct stopped_thread){.tid = tid};
     if (ptrace(PTRACE_INTERRUPT, tid, 0, 0) != 0 && errno != ESRCH)
         return -errno;
-    int status;
-    int e = wait_thread(tid, &status);
-    if (e) {
-        snprintf(err, errlen, "stop thread %d of process %d: %s", (int)tid, (int)sp->pid,
-                 strerror(-e));
-        return e;
-    }
-    if (WIFEXITED(status) || WIFSIGNALED(status)) {
-        sp->n--;
-        return 0;
-    }
-    /* A signal-delivery stop: the signal is ours to deliver at release. */
-    if (WIFSTOPPED(status) && (status >> 16) == 0 && WSTOPSIG(status) != SIGTRAP)
-        sp->v[sp->n - 1].pending_sig = WSTOPSIG(status);
     return 1;
 }
 
+/* Waits for threads [from, sp->n) to stop; drops those that exited. */
+static int wait_stopped(struct stopped_process *sp, size_t from, char *err, size_t errlen)
+{
+    for (size_t i = from; i < sp->n;) {
+        int status;
+        int e = wait_thread(sp->v[i].tid, &status);
+        if (e) {
+            snprintf(err, errlen, "stop thread %d of process %d: %s", (int)sp->v[i].tid,
+                     (int)sp->pid, strerror(-e));
+            return e;
+        }
+        if (WIFEXITED(status) || WIFSIGNALED(status)) {
+            sp->v[i] = sp->v[--sp->n];
+            continue;
+        }
+        /* A signal-delivery stop: the signal is ours to deliver at release. */
+        if (WIFSTOPPED(status) && (status >> 16) == 0 && WSTOPSIG(status) != SIGTRAP)
+            sp->v[i].pending_sig = WSTOPSIG(status);
+        i++;
+    }
+    return 0;
+}
+
+/*
+ * Seizes every thread, round after round: all of a round's threads are
+ * asked to stop before any is waited for, so that they stop side by side
+ * (one at a time, a busy process's 16 threads took up to 40 ms each to be
+ * scheduled into their stop here). A round finds new threads only if a
+ * thread of the round before created them before it stopped.
+ */
 int thread_stop_all(pid_t pid, struct stopped_process *sp, char *err, size_t errlen)
 {
     memset(sp, 0, sizeof(*sp));
@@ -138,9 +161,11 @@ int thread_stop_all(pid_t pid, struct stopped_process *sp, char *err, size_t err
         while (e >= 0 && (de = readdir(d)) != NULL) {
             pid_t tid = (pid_t)atoi(de->d_name);
             if (tid > 0 && !seized(sp, tid))
-                e = stop_one(sp, tid, err, errlen);
+                e = seize_one(sp, tid, err, errlen);
         }
         closedir(d);
+        if (e >= 0)
+            e = wait_stopped(sp, before, err, errlen);
         if (e < 0) {
             thread_resume_all(sp);
             return e;
@@ -179,11 +204,13 @@ int thread_set_regs(pid_t tid, const struct user_regs_struct *r)
     return ptrace(PTRACE_SETREGS, tid, 0, r) == 0 ? 0 : -errno;
 }
 
-int thread_step(struct stopped_process *sp, size_t i)
+/* Resumes thread `i` to its next system call stop (entry or exit); 0 or
+ * -errno. A signal that stops it first is kept for its release. */
+static int to_syscall_stop(struct stopped_process *sp, size_t i)
 {
     pid_t tid = sp->v[i].tid;
     for (int tries = 0; tries < 8; tries++) {
-        if (ptrace(PTRACE_SINGLESTEP, tid, 0, 0) != 0)
+        if (ptrace(PTRACE_SYSCALL, tid, 0, 0) != 0)
             return -errno;
         int status;
         int e = wait_thread(tid, &status);
@@ -191,13 +218,10 @@ int thread_step(struct stopped_process *sp, size_t i)
             return e;
         if (!WIFSTOPPED(status))
             return -ESRCH;
-        if (WSTOPSIG(status) == SIGTRAP)
+        if (WSTOPSIG(status) == (SIGTRAP | 0x80))
             return 0;
-        /* Another signal came first: keep it, step again. */
-        sp->v[i].pending_sig = WSTOPSIG(status);
-        struct user_regs_struct r;
-        if (thread_get_regs(tid, &r) != 0)
-            return -ESRCH;
+        if ((status >> 16) == 0)
+            sp->v[i].pending_sig = WSTOPSIG(status);
     }
     return -EAGAIN;
 }
@@ -223,19 +247,17 @@ int thread_remote_syscall(struct stopped_process *sp, size_t i, uint64_t gadget,
     /* Below the red zone: the stub pushes the flags it restores. */
     r.rsp = (saved.rsp - 256) & ~15ULL;
     e = thread_set_regs(tid, &r);
-    for (int tries = 0; e == 0 && tries < 8; tries++) {
-        thread_crash_point(); /* pointed at the stub, not yet run */
-        e = thread_step(sp, i);
-        thread_crash_point(); /* past the stub's system call */
-        if (e == 0)
-            e = thread_get_regs(tid, &r);
-        if (e == 0 && r.rip == gadget + 2)
-            break;
-        if (e == 0 && r.rip != gadget)
-            e = -EFAULT; /* not where a step from the gadget goes */
-    }
+    thread_crash_point(); /* pointed at the stub, not yet run */
+    if (e == 0)
+        e = to_syscall_stop(sp, i); /* entry */
+    thread_crash_point(); /* at the stub's system call */
+    if (e == 0)
+        e = to_syscall_stop(sp, i); /* exit */
+    thread_crash_point(); /* past it */
+    if (e == 0)
+        e = thread_get_regs(tid, &r);
     if (e == 0 && r.rip != gadget + 2)
-        e = -EAGAIN;
+        e = -EFAULT; /* not our system call's exit */
     *ret = (int64_t)r.rax;
     int e2 = thread_set_regs(tid, &saved);
     return e ? e : e2;

@@ -44,20 +44,17 @@ struct stopped_process {
 int thread_stop_all(pid_t pid, struct stopped_process *sp, char *err, size_t errlen);
 
 /* Releases every thread (with the signals kept for them); returns how long
- * they were stopped, in ns. */
+ * since the first was asked to stop, in ns: the longest any was stopped. */
 uint64_t thread_resume_all(struct stopped_process *sp);
 
 int thread_get_regs(pid_t tid, struct user_regs_struct *r);
 int thread_set_regs(pid_t tid, const struct user_regs_struct *r);
 
-/* Executes one instruction of stopped thread `i`; 0 or -errno. */
-int thread_step(struct stopped_process *sp, size_t i);
-
 /*
  * Runs system call `nr` with `args` in stopped thread `i` of `sp`, by
  * pointing it at the stub at `gadget` (remote_stub.h, built for this
- * thread) and stepping over its `syscall`; the thread's registers are left
- * as they were. Returns 0 and the
+ * thread) and running it from the call's entry stop to its exit stop;
+ * the thread's registers are left as they were. Returns 0 and the
  * call's result in `*ret` (a -errno of the call itself included), or -errno
  * when ptrace failed.
  */
