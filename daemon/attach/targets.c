@@ -45,6 +45,7 @@ struct target {
     struct proc_maps last_maps; /* as of the last scan: what its exit snapshot names frames by */
     int exited;                 /* set when the reaper found it gone */
     struct inprocess_target *inproc; /* the in-process sampler's state, or NULL */
+    enum sampler_kind wanted;   /* the sampler asked for (kept across an exec) */
     char sampler_note[256];     /* why the in-process sampler was not used, or "" */
 };
 
@@ -318,8 +319,8 @@ static int try_inprocess(struct targets *t, struct target *tg, const struct allo
 }
 
 /* Resolves the allocator and attaches every probe to process `pid` in `slot`. */
-static int attach(struct targets *t, size_t slot, pid_t pid, uint64_t start_time, char *err,
-                  size_t errlen)
+static int attach(struct targets *t, size_t slot, pid_t pid, uint64_t start_time,
+                  enum sampler_kind sampler, char *err, size_t errlen)
 {
     struct proc_maps maps;
     struct allocator_plan plan;
@@ -345,6 +346,7 @@ static int attach(struct targets *t, size_t slot, pid_t pid, uint64_t start_time
     tg->last_maps = maps;
     tg->pid = pid;
     tg->start_time = start_time;
+    tg->wanted = sampler;
     tg->nfuncs = plan.n;
     if (exe_identity(pid, &tg->exe_dev, &tg->exe_ino) != 0)
         tg->exe_ino = 0;
@@ -371,7 +373,7 @@ static int attach(struct targets *t, size_t slot, pid_t pid, uint64_t start_time
     e = bpf_state_set_image(t->bpf, (uint32_t)slot, &img);
     if (e)
         snprintf(err, errlen, "set the code ranges of pid %d: %s", (int)pid, strerror(-e));
-    else if (t->sampler == SAMPLER_INPROCESS && try_inprocess(t, tg, &plan) == 0)
+    else if (sampler == SAMPLER_INPROCESS && try_inprocess(t, tg, &plan) == 0)
         ; /* the report probes are attached */
     else if (t->bpf->layout == LAYOUT_CLASSIC)
         e = attach_classic(t, tg, slot, &plan, err, errlen);
@@ -390,6 +392,11 @@ static int attach(struct targets *t, size_t slot, pid_t pid, uint64_t start_time
 }
 
 int targets_ensure(struct targets *t, pid_t pid, char *err, size_t errlen)
+{
+    return targets_ensure_sampler(t, pid, -1, err, errlen);
+}
+
+int targets_ensure_sampler(struct targets *t, pid_t pid, int sampler, char *err, size_t errlen)
 {
     uint64_t start_time;
     int e = proc_start_time(pid, &start_time);
@@ -430,7 +437,8 @@ int targets_ensure(struct targets *t, pid_t pid, char *err, size_t errlen)
         e = -ENOSPC;
     } else {
         uint64_t t0 = now_ns();
-        e = attach(t, (size_t)free_slot, pid, start_time, err, errlen);
+        enum sampler_kind k = sampler < 0 ? t->sampler : (enum sampler_kind)sampler;
+        e = attach(t, (size_t)free_slot, pid, start_time, k, err, errlen);
         if (e)
             t->attach_errors++;
         else
@@ -449,6 +457,7 @@ void targets_reap(struct targets *t)
     size_t gone[HP_MAX_TARGETS], n = 0;
     pthread_mutex_lock(&t->lock);
     pid_t exec_d[HP_MAX_TARGETS];
+    int exec_sampler[HP_MAX_TARGETS];
     size_t nexec = 0;
     for (size_t i = 0; i < HP_MAX_TARGETS; i++) {
         struct target *tg = t->slot[i];
@@ -457,8 +466,10 @@ void targets_reap(struct targets *t)
             continue;
         int exited = proc_start_time(tg->pid, &start_time) != 0 || start_time != tg->start_time;
         int exec = !exited && has_exec_d(tg);
-        if (exec)
+        if (exec) {
+            exec_sampler[nexec] = (int)tg->wanted;
             exec_d[nexec++] = tg->pid;
+        }
         tg->exited = exited;
         if (exited || exec) {
             tg->detaching = 1;
@@ -505,7 +516,7 @@ void targets_reap(struct targets *t)
     /* A process that exec'd is a new program: attach to it afresh. */
     for (size_t k = 0; k < nexec; k++) {
         char err[512];
-        if (targets_ensure(t, exec_d[k], err, sizeof(err)) != 0)
+        if (targets_ensure_sampler(t, exec_d[k], exec_sampler[k], err, sizeof(err)) != 0)
             fprintf(stderr, "heapprofd: pid %d after exec: %s\n", (int)exec_d[k], err);
         else
             t->reattached_total++;

@@ -81,6 +81,11 @@ int targets_adopt(struct targets *t, char *err, size_t errlen);
  */
 int targets_ensure(struct targets *t, pid_t pid, char *err, size_t errlen);
 
+/* targets_ensure() with the sampler a target rule asks for (enum
+ * sampler_kind; -1: the default, t->sampler). A process already profiled
+ * keeps the sampler it has. */
+int targets_ensure_sampler(struct targets *t, pid_t pid, int sampler, char *err, size_t errlen);
+
 /* Detaches from processes that exited or whose pid now names another
  * process, attaches afresh to processes that exec'd, and refreshes the
  * unwind tables of the rest (dlopen). */

@@ -35,6 +35,7 @@
 /* What the main loop keeps between scans. */
 struct scan_state {
     struct targets *targets;
+    const struct target_rule_set *rules; /* for the sampler a rule asks for */
     struct {
         pid_t pid;
         uint64_t start_time;
@@ -70,7 +71,8 @@ static void attach_matching(pid_t pid, void *arg)
     char err[512];
     if (proc_start_time(pid, &start_time) != 0 || failed_before(s, pid, start_time))
         return;
-    int e = targets_ensure(s->targets, pid, err, sizeof(err));
+    int e = targets_ensure_sampler(s->targets, pid, target_rules_sampler(s->rules, pid), err,
+                                   sizeof(err));
     /* Over the cap (-ENOSPC): not remembered, so retried at each scan and
      * attached once a slot frees. No allocator yet (-ENOENT): a process
      * matched right after exec has no libc mapped until the dynamic linker
@@ -188,7 +190,7 @@ int main(int argc, char **argv)
     } else {
         fprintf(stderr, "heapprofd: BPF unavailable: %s\n", ctx.bpf_error);
     }
-    struct scan_state scan = {.targets = ctx.targets};
+    struct scan_state scan = {.targets = ctx.targets, .rules = &opts.rules};
     if (ctx.targets)
         target_rules_scan(&opts.rules, attach_matching, &scan);
 

@@ -238,6 +238,29 @@ def test_traced_process_falls_back_to_uprobes_with_the_reason():
         w.stop_and_check()
 
 
+def test_a_target_rule_chooses_the_sampler():
+    """--comm 'stress sampler=inprocess' with the default sampler uprobe: the
+    rule's processes get the in-process sampler, others (exact) uprobes."""
+    with Stress() as w, h.Workload("exact") as other, \
+            h.Daemon("--comm", "stress sampler=inprocess", "--sampler", "uprobe") as d:
+        deadline = time.monotonic() + 15
+        metrics = ""
+        while time.monotonic() < deadline:
+            metrics = d.get("/metrics")[1].decode()
+            if f'pid="{w.pid}"' in metrics:
+                break
+            time.sleep(0.2)
+        h.check(f'heapprofd_target_sampler{{pid="{w.pid}",comm="stress",sampler="inprocess"'
+                in metrics, "the rule's process is not on the in-process sampler:\n" +
+                "\n".join(l for l in metrics.splitlines() if "sampler" in l))
+        d.profile(f"/debug/pprof/heap?pid={other.pid}")
+        metrics = d.get("/metrics")[1].decode()
+        h.check(f'heapprofd_target_sampler{{pid="{other.pid}",comm="exact",sampler="uprobe"'
+                in metrics, "a process no rule names is not on the default sampler")
+        w.stop_and_check()
+        other.finish()
+
+
 if __name__ == "__main__":
     h.run([
         test_100_attach_detach_cycles_while_16_threads_allocate,
@@ -247,4 +270,5 @@ if __name__ == "__main__":
         test_daemon_killed_mid_injection,
         test_workload_killed_mid_injection,
         test_traced_process_falls_back_to_uprobes_with_the_reason,
+        test_a_target_rule_chooses_the_sampler,
     ])
