@@ -310,8 +310,11 @@ static int try_inprocess(struct targets *t, struct target *tg, const struct allo
     }
     if (e == -ENOMEM && !tg->sampler_note[0])
         snprintf(tg->sampler_note, sizeof(tg->sampler_note), "out of memory");
-    fprintf(stderr, "heapprofd: pid %d: in-process sampler not used, uprobes instead: %s\n",
-            (int)tg->pid, tg->sampler_note);
+    uint64_t start_time;
+    /* A process that exited meanwhile is no fallback: the uprobes fail too. */
+    if (proc_start_time(tg->pid, &start_time) == 0 && start_time == tg->start_time)
+        fprintf(stderr, "heapprofd: pid %d: in-process sampler not used, uprobes instead: %s\n",
+                (int)tg->pid, tg->sampler_note);
     free(tg->inproc);
     tg->inproc = NULL;
     t->inprocess_fallbacks++;

@@ -83,12 +83,29 @@ static int seized(const struct stopped_process *sp, pid_t tid)
     return 0;
 }
 
+/* Whether thread `tid` is gone or exiting (ptrace refuses a thread that
+ * is exiting with EPERM, as it does a traced one). */
+static int exiting(pid_t pid, pid_t tid)
+{
+    char path[64], line[128];
+    snprintf(path, sizeof(path), "/proc/%d/task/%d/status", (int)pid, (int)tid);
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return 1;
+    int dying = 0;
+    while (fgets(line, sizeof(line), f))
+        if (strncmp(line, "State:", 6) == 0)
+            dying = strchr(line, 'Z') || strchr(line, 'X');
+    fclose(f);
+    return dying;
+}
+
 /* Seizes one thread and asks it to stop; 1 when seized, 0 when it is gone. */
 static int seize_one(struct stopped_process *sp, pid_t tid, char *err, size_t errlen)
 {
     if (ptrace(PTRACE_SEIZE, tid, 0, (void *)(long)PTRACE_O_TRACESYSGOOD) != 0) {
         int e = errno;
-        if (e == ESRCH)
+        if (e == ESRCH || (e == EPERM && exiting(sp->pid, tid)))
             return 0;
         snprintf(err, errlen, "ptrace seize thread %d of process %d: %s%s", (int)tid,
                  (int)sp->pid, strerror(e), e == EPERM ? " (already traced?)" : "");

@@ -10,6 +10,9 @@
  * while on its own and must exit 0: the child inherits whatever patch and
  * sampler the parent has at that moment.
  *
+ * With the argument "idle" its 16 threads only sleep (a millisecond at a
+ * time): the benchmark of stop times uses both kinds.
+ *
  * Protocol: "ready PID", a line to start, a line to stop; then it checks
  * every block still held, prints "done" and exits 0 if all was well, 1
  * (with what went wrong on stderr) otherwise.
@@ -22,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "handshake.h"
@@ -163,6 +167,16 @@ static void maybe_fork(uint64_t *rng)
     }
 }
 
+static void *sleeper(void *arg)
+{
+    (void)arg;
+    while (!atomic_load_explicit(&stop, memory_order_relaxed)) {
+        struct timespec ms = {0, 1000000};
+        nanosleep(&ms, NULL);
+    }
+    return NULL;
+}
+
 static void *worker(void *arg)
 {
     uintptr_t id = (uintptr_t)arg;
@@ -188,14 +202,15 @@ static void *worker(void *arg)
     return NULL;
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+    int idle = argc > 1 && strcmp(argv[1], "idle") == 0;
     handshake_ready();
     if (!handshake_wait_line())
         return 0;
     pthread_t t[THREADS];
     for (uintptr_t i = 0; i < THREADS; i++)
-        if (pthread_create(&t[i], NULL, worker, (void *)i) != 0)
+        if (pthread_create(&t[i], NULL, idle ? sleeper : worker, (void *)i) != 0)
             handshake_die("stress: pthread_create failed");
     handshake_wait_line();
     atomic_store(&stop, 1);
