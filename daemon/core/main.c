@@ -171,9 +171,9 @@ int main(int argc, char **argv)
         return 1;
     }
     if (e == 0) {
-        fprintf(stderr, "heapprofd: %s sampler, probes attach as %s links, sample interval %llu "
-                "bytes%s%s\n", sampler_name(opts.sampler),
-                bpf_state_layout_name(bpf.layout), (unsigned long long)opts.sample_interval,
+        fprintf(stderr, "heapprofd: probes attach as %s links, %s sampler, sample interval %llu "
+                "bytes%s%s\n", bpf_state_layout_name(bpf.layout), sampler_name(opts.sampler),
+                (unsigned long long)opts.sample_interval,
                 opts.pin_dir[0] ? ", maps pinned in " : "", opts.pin_dir);
         ctx.bpf = &bpf;
         ctx.targets = &targets;

@@ -108,7 +108,7 @@ static int seize_one(struct stopped_process *sp, pid_t tid, char *err, size_t er
         if (e == ESRCH || (e == EPERM && exiting(sp->pid, tid)))
             return 0;
         snprintf(err, errlen, "ptrace seize thread %d of process %d: %s%s", (int)tid,
-                 (int)sp->pid, strerror(e), e == EPERM ? " (already traced?)" : "");
+                 (int)sp->pid, strerror(e), e == EPERM ? " (traced by another, or ptrace refused to heapprofd)" : "");
         return e == EPERM ? -EBUSY : -e;
     }
     if (sp->n == sp->cap) {
