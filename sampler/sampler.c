@@ -223,43 +223,21 @@ static __always_inline u64 array_size(u64 n, u64 m)
     return __builtin_mul_overflow(n, m, &r) ? ~0ULL : r;
 }
 
-/* A wrapper of an allocating function NAME(ARGS) returning a pointer, with
- * SIZE its size in bytes: the unsampled call jumps on to the original. */
-#define WRAP_ALLOC(NAME, KIND, SIZE, PARAMS, ARGS)                                       \
-    void *hp_tramp_##NAME PARAMS HIDDEN;                                                 \
-    static __attribute__((noinline)) void *slow_##NAME(u64 ret, u64 sp, u64 size,        \
-                                                       _SPLICE PARAMS)                   \
-    {                                                                                    \
-        void *p = hp_tramp_##NAME ARGS;                                                  \
-        sampled((u64)p, size, KIND, ret, sp);                                            \
-        return p;                                                                        \
-    }                                                                                    \
-    HIDDEN void *hp_wrap_##NAME PARAMS                                                   \
-    {                                                                                    \
-        u64 size = (SIZE);                                                               \
-        if (unlikely(size != ~0ULL && decide(KIND, size, CALLER_RET(), CALLER_SP())))    \
-            return slow_##NAME(CALLER_RET(), CALLER_SP(), size, _SPLICE ARGS);           \
-        return hp_tramp_##NAME ARGS;                                                     \
-    }
-#define _SPLICE(...) __VA_ARGS__
-
-WRAP_ALLOC(malloc, HP_MALLOC, n, (size_t n), (n))
-WRAP_ALLOC(calloc, HP_CALLOC, array_size(n, m), (size_t n, size_t m), (n, m))
-WRAP_ALLOC(aligned_alloc, HP_ALIGNED_ALLOC, n, (size_t a, size_t n), (a, n))
-WRAP_ALLOC(memalign, HP_ALIGNED_ALLOC, n, (size_t a, size_t n), (a, n))
-WRAP_ALLOC(valloc, HP_VALLOC, n, (size_t n), (n))
-WRAP_ALLOC(pvalloc, HP_VALLOC, n, (size_t n), (n))
-
-/* realloc and reallocarray: free(old) + malloc(new) when the call succeeds,
- * as the BPF side counts them. */
-#define WRAP_REALLOC(NAME, KIND, SIZE, PARAMS, ARGS)                                     \
+/*
+ * A wrapper of an allocating function NAME(PARAMS) returning a pointer,
+ * with SIZE its size in bytes and OLD the block it resizes (realloc and
+ * reallocarray; 0 for the others, which the compiler then drops): the
+ * unsampled call jumps on to the original. A resize that succeeds frees
+ * OLD and allocates anew, as the BPF side counts it.
+ */
+#define WRAP_ALLOC(NAME, KIND, SIZE, OLD, PARAMS, ARGS)                                  \
     void *hp_tramp_##NAME PARAMS HIDDEN;                                                 \
     static __attribute__((noinline)) void *slow_##NAME(u64 ret, u64 sp, u64 size,        \
                                                        int take, _SPLICE PARAMS)         \
     {                                                                                    \
         void *p = hp_tramp_##NAME ARGS;                                                  \
-        if ((p || size == 0) && old && filter_take((u64)old))                            \
-            hp_report_free((u64)old);                                                    \
+        if ((p || size == 0) && (OLD) && filter_take((u64)(OLD)))                        \
+            hp_report_free((u64)(OLD));                                                  \
         if (take)                                                                        \
             sampled((u64)p, size, KIND, ret, sp);                                        \
         return p;                                                                        \
@@ -268,16 +246,23 @@ WRAP_ALLOC(pvalloc, HP_VALLOC, n, (size_t n), (n))
     {                                                                                    \
         u64 size = (SIZE);                                                               \
         if (size == ~0ULL)                                                               \
-            return hp_tramp_##NAME ARGS;                                                 \
+            return hp_tramp_##NAME ARGS; /* n * m overflowed: nothing is allocated */   \
         int take = decide(KIND, size, CALLER_RET(), CALLER_SP());                        \
-        if (unlikely(take || maybe_sampled((u64)old)))                                   \
+        if (unlikely(take || maybe_sampled((u64)(OLD))))                                 \
             return slow_##NAME(CALLER_RET(), CALLER_SP(), size, take, _SPLICE ARGS);     \
         return hp_tramp_##NAME ARGS;                                                     \
     }
+#define _SPLICE(...) __VA_ARGS__
 
-WRAP_REALLOC(realloc, HP_REALLOC, n, (void *old, size_t n), (old, n))
-WRAP_REALLOC(reallocarray, HP_REALLOCARRAY, array_size(n, m), (void *old, size_t n, size_t m),
-             (old, n, m))
+WRAP_ALLOC(malloc, HP_MALLOC, n, 0, (size_t n), (n))
+WRAP_ALLOC(calloc, HP_CALLOC, array_size(n, m), 0, (size_t n, size_t m), (n, m))
+WRAP_ALLOC(aligned_alloc, HP_ALIGNED_ALLOC, n, 0, (size_t a, size_t n), (a, n))
+WRAP_ALLOC(memalign, HP_ALIGNED_ALLOC, n, 0, (size_t a, size_t n), (a, n))
+WRAP_ALLOC(valloc, HP_VALLOC, n, 0, (size_t n), (n))
+WRAP_ALLOC(pvalloc, HP_VALLOC, n, 0, (size_t n), (n))
+WRAP_ALLOC(realloc, HP_REALLOC, n, old, (void *old, size_t n), (old, n))
+WRAP_ALLOC(reallocarray, HP_REALLOCARRAY, array_size(n, m), old,
+           (void *old, size_t n, size_t m), (old, n, m))
 
 int hp_tramp_posix_memalign(void **out, size_t a, size_t n) HIDDEN;
 static __attribute__((noinline)) int slow_posix_memalign(u64 ret, u64 sp, void **out, size_t a,
