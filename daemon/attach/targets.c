@@ -27,6 +27,7 @@
 struct target {
     pid_t pid;
     uint64_t start_time;
+    uint64_t attached_ns; /* CLOCK_MONOTONIC when this daemon attached or adopted it */
     char comm[17];
     char allocator[256];
     struct bpf_link *links[2 * HP_MAX_FUNCS]; /* classic layout: one per probe */
@@ -350,6 +351,7 @@ static int attach(struct targets *t, size_t slot, pid_t pid, uint64_t start_time
     tg->pid = pid;
     tg->start_time = start_time;
     tg->wanted = sampler;
+    tg->attached_ns = now_ns();
     tg->nfuncs = plan.n;
     if (exe_identity(pid, &tg->exe_dev, &tg->exe_ino) != 0)
         tg->exe_ino = 0;
@@ -542,6 +544,7 @@ size_t targets_list(struct targets *t, struct target_info *out, size_t cap)
             out[n].emulated = tg->emulated;
             out[n].sampler = sampler_name(tg->inproc ? SAMPLER_INPROCESS : SAMPLER_UPROBE);
             memcpy(out[n].sampler_note, tg->sampler_note, sizeof(out[n].sampler_note));
+            out[n].attached_ns = tg->attached_ns;
         }
         n++;
     }

@@ -31,6 +31,7 @@ struct target_info {
     size_t emulated;       /* of which probed on an instruction the kernel emulates */
     const char *sampler;   /* "uprobe" or "inprocess": the one in use (static string) */
     char sampler_note[256]; /* why the in-process sampler was not used, or "" */
+    uint64_t attached_ns;  /* CLOCK_MONOTONIC when this daemon attached (or adopted) it */
 };
 
 /* Called as a target's exit is noticed, before its BPF state goes: its
