@@ -5,9 +5,9 @@ every intermediate point of an injection, and while the workload itself is
 SIGKILLed during injections; with glibc, and with Debian's jemalloc and
 tcmalloc preloaded. The workload must end with exit 0 and its checks
 passed, entries must hold their original bytes after each detach, and
-heapprofd must keep serving. Also: a profile of the workload names its
-functions, and a process under a tracer falls back to uprobes with the
-reason in /metrics."""
+heapprofd must keep serving. Also: a process under a tracer falls back to
+uprobes with the reason in /metrics, a target rule chooses the sampler, and
+Debian's redis-server is profiled with the callers of malloc as leaves."""
 
 import os
 import random
@@ -78,11 +78,11 @@ def sampler_mapped(pid):
         return "/memfd:heapprofd-sampler" in f.read()
 
 
-def attach(d, pid):
+def attach(d, pid, comm="stress"):
     """Attaches (a profile request) and checks the in-process sampler is used."""
     d.profile(f"/debug/pprof/heap?pid={pid}")
     metrics = d.get("/metrics")[1].decode()
-    h.check(f'heapprofd_target_sampler{{pid="{pid}",comm="stress",sampler="inprocess"' in metrics,
+    h.check(f'heapprofd_target_sampler{{pid="{pid}",comm="{comm}",sampler="inprocess"' in metrics,
             f"pid {pid} is not on the in-process sampler:\n"
             + "\n".join(l for l in metrics.splitlines() if "sampler" in l)
             + f"\nheapprofd stderr:\n{d.stderr()}")
@@ -261,6 +261,40 @@ def test_a_target_rule_chooses_the_sampler():
         other.finish()
 
 
+def test_redis_server_is_profiled_with_the_callers_of_malloc():
+    """Debian's redis-server (jemalloc, linked) under the in-process sampler:
+    its profile's leaves are redis's own allocation wrappers (zmalloc and
+    friends, the callers of malloc), and no frame is the sampler's."""
+    port = h.free_port()
+    redis = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1",
+                              "--save", "", "--appendonly", "no"],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 10
+        while subprocess.run(["redis-cli", "-p", str(port), "ping"], capture_output=True,
+                             text=True).stdout.strip() != "PONG":
+            h.check(time.monotonic() < deadline and redis.poll() is None,
+                    "redis-server did not answer PING")
+            time.sleep(0.05)
+        with h.Daemon("--sampler", "inprocess", "--sample-interval", "4096") as d:
+            attach(d, redis.pid, comm="redis-server")
+            out = subprocess.run(["redis-benchmark", "-p", str(port), "-t", "set,get", "-d",
+                                  "128", "-P", "16", "-n", "50000", "-q"], capture_output=True,
+                                 text=True, timeout=120)
+            h.check(out.returncode == 0, f"redis-benchmark failed: {out.stderr}")
+            prof = h.decode(d.profile(f"/debug/pprof/allocs?pid={redis.pid}"))
+            leaves = {s.leaf() for s in prof.samples}
+            h.check(any(l.startswith("zmalloc") for l in leaves),
+                    f"no zmalloc* leaf in redis's profile: {sorted(leaves)[:20]}")
+            frames = {f for s in prof.samples for f in s.frames}
+            h.check(not any(f.startswith("hp_") for f in frames),
+                    f"sampler frames in the profile: {sorted(frames)[:20]}")
+        h.check(redis.poll() is None, "redis-server died")
+    finally:
+        redis.terminate()
+        redis.wait(30)
+
+
 if __name__ == "__main__":
     h.run([
         test_100_attach_detach_cycles_while_16_threads_allocate,
@@ -271,4 +305,5 @@ if __name__ == "__main__":
         test_workload_killed_mid_injection,
         test_traced_process_falls_back_to_uprobes_with_the_reason,
         test_a_target_rule_chooses_the_sampler,
+        test_redis_server_is_profiled_with_the_callers_of_malloc,
     ])
