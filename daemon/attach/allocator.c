@@ -9,30 +9,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "allocator_names.h"
 #include "elf_file.h"
 #include "load_order.h"
 #include "probe_site.h"
-
-/* The functions we probe, and what each one is. Aliases at one address
- * (glibc's memalign and aligned_alloc) are probed once. */
-static const struct {
-    const char *name;
-    enum hp_kind kind;
-} probed_functions[] = {
-    {"malloc", HP_MALLOC},
-    {"calloc", HP_CALLOC},
-    {"realloc", HP_REALLOC},
-    {"reallocarray", HP_REALLOCARRAY},
-    {"posix_memalign", HP_POSIX_MEMALIGN},
-    {"aligned_alloc", HP_ALIGNED_ALLOC},
-    {"memalign", HP_ALIGNED_ALLOC},
-    {"valloc", HP_VALLOC},
-    {"pvalloc", HP_VALLOC},
-    {"free", HP_FREE},
-    {"free_sized", HP_FREE},
-    {"free_aligned_sized", HP_FREE},
-};
-#define N_PROBED (sizeof(probed_functions) / sizeof(probed_functions[0]))
+#include "proc_info.h"
 
 /* The largest function whose code is kept for relocation: glibc's malloc
  * is 1.4 KiB, realloc 1.8 KiB; beyond this the function is not patched. */
@@ -46,20 +27,36 @@ struct candidate {
     int is_static_exe;
 };
 
+/* The first object that could not be opened, and why: when no object
+ * defines malloc and free, that is the reason to give. */
+struct open_failure {
+    int err; /* 0: none */
+    char path[512];
+};
+
 /* Opens the object as the process maps it, even in another mount
- * namespace or after the file was deleted. */
+ * namespace or after the file was deleted: its map_files link, else its
+ * path in the process's root. -errno of the first failure. */
 static int open_object(pid_t pid, const struct loaded_object *lo, struct elf_file **ef,
-                       char *path, size_t pathlen)
+                       struct open_failure *fail)
 {
+    char path[sizeof(fail->path)];
+    int first = -ENOENT;
     if (lo->first_mapping) {
-        snprintf(path, pathlen, "/proc/%d/map_files/%llx-%llx", (int)pid,
-                 (unsigned long long)lo->first_mapping->start,
-                 (unsigned long long)lo->first_mapping->end);
-        if (elf_file_open(path, ef) == 0)
+        first = proc_map_file_path(pid, lo->first_mapping->start, lo->first_mapping->end, path,
+                                   sizeof(path));
+        if (first == 0 && (first = elf_file_open(path, ef)) == 0)
             return 0;
     }
-    snprintf(path, pathlen, "/proc/%d/root%s", (int)pid, lo->path);
-    return elf_file_open(path, ef);
+    int n = snprintf(path, sizeof(path), "/proc/%d/root%s", (int)pid, lo->path);
+    int e = n < 0 || (size_t)n >= sizeof(path) ? -ENAMETOOLONG : elf_file_open(path, ef);
+    if (e == 0)
+        return 0;
+    if (fail->err == 0) {
+        fail->err = first;
+        snprintf(fail->path, sizeof(fail->path), "%s", lo->path);
+    }
+    return first;
 }
 
 /* The mapping of `object_path` holding file offset `off`, to place code in memory. */
@@ -97,10 +94,10 @@ static int plan_function(pid_t pid, const struct proc_maps *maps, struct candida
         return -ENOENT;
     struct allocator_func *f = &plan->funcs[plan->n];
     char open_path[256];
-    snprintf(open_path, sizeof(open_path), "/proc/%d/map_files/%llx-%llx", (int)pid,
-             (unsigned long long)m->start, (unsigned long long)m->end);
-    f->name = probed_functions[k].name;
-    f->kind = probed_functions[k].kind;
+    if (proc_map_file_path(pid, m->start, m->end, open_path, sizeof(open_path)) != 0)
+        return -ENAMETOOLONG;
+    f->name = allocator_names[k].name;
+    f->kind = allocator_names[k].kind;
     f->object_path = strdup(c->lo->path);
     f->open_path = strdup(open_path);
     /* Code beyond this is not needed: fast paths branch early (probe_site.h). */
@@ -108,7 +105,7 @@ static int plan_function(pid_t pid, const struct proc_maps *maps, struct candida
     size_t len = !sym->size ? 64 : sym->size < sizeof(code) ? sym->size : sizeof(code);
     struct probe_site site = {.offset = 0, .emulated = 0, .reason = "code not readable"};
     if (elf_file_read(c->ef, sym->vaddr, code, len) == 0)
-        probe_site_choose(code, len, probed_functions[k].kind, sym->size && sym->size <= len,
+        probe_site_choose(code, len, allocator_names[k].kind, sym->size && sym->size <= len,
                           &site);
     /* The whole function, for the in-process sampler's relocation, which
      * must see every branch in it. */
@@ -137,10 +134,55 @@ static int plan_function(pid_t pid, const struct proc_maps *maps, struct candida
     return 0;
 }
 
+/* Plans each entry point from the first object of the search order that
+ * defines it; the objects are opened as they are first needed. */
+static int plan_entry_points(pid_t pid, const struct proc_maps *maps, struct candidate *cands,
+                             size_t ncands, struct allocator_plan *plan, struct open_failure *fail)
+{
+    int e = 0;
+    for (size_t k = 0; k < allocator_names_count && e == 0; k++) {
+        if (allocator_names[k].role != ALLOCATOR_ENTRY)
+            continue;
+        for (size_t i = 0; i < ncands; i++) {
+            struct candidate *c = &cands[i];
+            if (!c->tried) {
+                c->tried = 1;
+                if (open_object(pid, c->lo, &c->ef, fail) != 0)
+                    c->ef = NULL;
+                /* A static executable binds to its own symbol table. */
+                c->is_static_exe = c->ef && i == 0 && !elf_file_is_dynamic(c->ef);
+            }
+            if (!c->ef)
+                continue;
+            struct elf_symbol sym;
+            if (elf_file_find_function(c->ef, allocator_names[k].name, !c->is_static_exe,
+                                       &sym) != 0)
+                continue;
+            e = plan_function(pid, maps, c, k, &sym, plan);
+            if (e == -ENOENT)
+                e = 0; /* calls bind here even so; unmapped code cannot be probed */
+            break;
+        }
+    }
+    return e;
+}
+
+/* Whether the plan has what a profile needs: malloc and free. */
+static int plan_is_complete(const struct allocator_plan *plan)
+{
+    int have_malloc = 0, have_free = 0;
+    for (size_t i = 0; i < plan->n; i++) {
+        have_malloc |= plan->funcs[i].kind == HP_MALLOC;
+        have_free |= plan->funcs[i].kind == HP_FREE;
+    }
+    return have_malloc && have_free;
+}
+
 int allocator_resolve(pid_t pid, const struct proc_maps *maps, struct allocator_plan *plan,
                       char *err, size_t errlen)
 {
     struct load_order lo;
+    struct open_failure fail = {.err = 0};
     memset(plan, 0, sizeof(*plan));
     int e = load_order_read(pid, maps, &lo);
     if (e) {
@@ -155,42 +197,18 @@ int allocator_resolve(pid_t pid, const struct proc_maps *maps, struct allocator_
     }
     for (size_t i = 0; i < lo.n; i++)
         cands[i].lo = &lo.v[i];
-
-    for (size_t k = 0; k < N_PROBED && e == 0; k++) {
-        for (size_t i = 0; i < lo.n; i++) {
-            struct candidate *c = &cands[i];
-            if (!c->tried) {
-                char path[512];
-                c->tried = 1;
-                if (open_object(pid, c->lo, &c->ef, path, sizeof(path)) != 0)
-                    c->ef = NULL;
-                /* A static executable binds to its own symbol table. */
-                c->is_static_exe = c->ef && i == 0 && !elf_file_is_dynamic(c->ef);
-            }
-            if (!c->ef)
-                continue;
-            struct elf_symbol sym;
-            if (elf_file_find_function(c->ef, probed_functions[k].name, !c->is_static_exe,
-                                       &sym) != 0)
-                continue;
-            e = plan_function(pid, maps, c, k, &sym, plan);
-            if (e == -ENOENT)
-                e = 0; /* calls bind here even so; unmapped code cannot be probed */
-            break;
-        }
-    }
-
-    int have_malloc = 0, have_free = 0;
-    for (size_t i = 0; i < plan->n; i++) {
-        have_malloc |= plan->funcs[i].kind == HP_MALLOC;
-        have_free |= plan->funcs[i].kind == HP_FREE;
-    }
-    if (e == 0 && (!have_malloc || !have_free)) {
-        snprintf(err, errlen, "process %d: no loaded object defines malloc and free", (int)pid);
-        e = -ENOENT;
-    } else if (e) {
+    e = plan_entry_points(pid, maps, cands, lo.n, plan, &fail);
+    if (e) {
         snprintf(err, errlen, "process %d: resolve allocator functions: %s", (int)pid,
                  strerror(-e));
+    } else if (!plan_is_complete(plan) && fail.err) {
+        /* An object we could not read may be the one that defines them. */
+        snprintf(err, errlen, "process %d: open %s to find its allocator: %s", (int)pid,
+                 fail.path, strerror(-fail.err));
+        e = fail.err;
+    } else if (!plan_is_complete(plan)) {
+        snprintf(err, errlen, "process %d: no loaded object defines malloc and free", (int)pid);
+        e = -ENOENT;
     }
     for (size_t i = 0; i < lo.n; i++)
         elf_file_close(cands[i].ef);
@@ -209,22 +227,4 @@ void allocator_plan_free(struct allocator_plan *plan)
         free(plan->funcs[i].code);
     }
     plan->n = 0;
-}
-
-int allocator_is_allocator_symbol(const char *name)
-{
-    static const char *const exact[] = {
-        "malloc", "calloc", "realloc", "reallocarray", "posix_memalign", "aligned_alloc",
-        "memalign", "valloc", "pvalloc", "free", "__libc_malloc", "__libc_calloc",
-        "__libc_realloc", "__libc_memalign", "__libc_valloc", "__libc_pvalloc",
-        "__libc_reallocarray", "__posix_memalign", "__rust_alloc", "__rust_alloc_zeroed",
-        "__rust_realloc", "__rg_alloc", "__rg_alloc_zeroed", "__rg_realloc",
-    };
-    for (size_t i = 0; i < sizeof(exact) / sizeof(exact[0]); i++)
-        if (strcmp(name, exact[i]) == 0)
-            return 1;
-    /* operator new and new[] in all their forms: _Znwm, _Znam, _ZnwmRKSt9nothrow_t,
-     * _ZnwmSt11align_val_t, ... */
-    return strncmp(name, "_Znwm", 5) == 0 || strncmp(name, "_Znam", 5) == 0 ||
-           strncmp(name, "_Znwj", 5) == 0 || strncmp(name, "_Znaj", 5) == 0;
 }

@@ -45,14 +45,12 @@ struct allocator_plan {
 /*
  * Resolves the allocator of process `pid` (whose maps are `maps`). Returns
  * -ENOENT with a reason in `err` if no object defines malloc and free,
- * -ESRCH if the process is gone.
+ * -ESRCH if the process is gone, and the error of the first object that
+ * could not be opened (-EACCES, ...), naming it, if no object we could
+ * read defines them.
  */
 int allocator_resolve(pid_t pid, const struct proc_maps *maps, struct allocator_plan *plan,
                       char *err, size_t errlen);
 void allocator_plan_free(struct allocator_plan *plan);
-
-/* Whether `name` is an allocator entry point or an allocation shim
- * (operator new and friends): frames of these are not the leaf. */
-int allocator_is_allocator_symbol(const char *name);
 
 #endif

@@ -20,8 +20,8 @@
 #include "thread_stop.h"
 
 #include <dirent.h>
-#include <pthread.h>
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,6 +30,8 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "clock.h"
 
 void thread_crash_point(void)
 {
@@ -48,25 +50,19 @@ void thread_crash_point(void)
         kill(getpid(), SIGKILL);
 }
 
-uint64_t thread_now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 /* Waits for a ptrace stop or the end of `tid`, up to the timeout. Returns
  * 0 with the status, or -ETIMEDOUT, or -errno. */
 static int wait_thread(pid_t tid, int *status)
 {
-    uint64_t deadline = thread_now_ns() + (uint64_t)THREAD_STOP_TIMEOUT_MS * 1000000u;
+    uint64_t deadline = monotonic_ns() + (uint64_t)THREAD_STOP_TIMEOUT_MS * 1000000u;
     for (unsigned spins = 0;; spins++) {
         pid_t r = waitpid(tid, status, __WALL | WNOHANG);
         if (r == tid)
             return 0;
         if (r < 0 && errno != EINTR)
             return -errno;
-        if (thread_now_ns() > deadline)
+        if (monotonic_ns() > deadline)
             return -ETIMEDOUT;
         if (spins > 64) {
             struct timespec ts = {0, 50000};
@@ -161,7 +157,7 @@ int thread_stop_all(pid_t pid, struct stopped_process *sp, char *err, size_t err
 {
     memset(sp, 0, sizeof(*sp));
     sp->pid = pid;
-    sp->stopped_at_ns = thread_now_ns();
+    sp->stopped_at_ns = monotonic_ns();
     char path[64];
     snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
     for (int round = 0; round < THREAD_STOP_MAX_ROUNDS; round++) {
@@ -204,7 +200,7 @@ uint64_t thread_resume_all(struct stopped_process *sp)
 {
     for (size_t i = 0; i < sp->n; i++)
         ptrace(PTRACE_DETACH, sp->v[i].tid, 0, (void *)(long)sp->v[i].pending_sig);
-    uint64_t took = thread_now_ns() - sp->stopped_at_ns;
+    uint64_t took = monotonic_ns() - sp->stopped_at_ns;
     free(sp->v);
     sp->v = NULL;
     sp->n = sp->cap = 0;

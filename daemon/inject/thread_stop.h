@@ -61,8 +61,6 @@ int thread_set_regs(pid_t tid, const struct user_regs_struct *r);
 int thread_remote_syscall(struct stopped_process *sp, size_t i, uint64_t gadget, long nr,
                           const uint64_t args[6], int64_t *ret);
 
-uint64_t thread_now_ns(void);
-
 /*
  * For the tests of a daemon killed mid-injection: with the environment
  * variable HEAPPROFD_TEST_CRASH_AT=N, the N-th call of this function (at

@@ -1,14 +1,18 @@
 /*
- * proc_info.c - reads a process's start time and name from /proc.
+ * proc_info.c - reads a process's start time, name and executable from
+ * /proc, and names the paths of its mapped files (see proc_info.h).
  */
 #include "proc_info.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
+
+#include "proc_maps.h"
+#include "strutil.h"
 
 /* Reads a small /proc file into buf (NUL-terminated); -ESRCH if the process is gone. */
 static int read_proc_file(pid_t pid, const char *name, char *buf, size_t len)
@@ -46,13 +50,8 @@ int proc_start_time(pid_t pid, uint64_t *ticks)
         p = strchr(p + 1, ' ');
     if (!p)
         return -EINVAL;
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(p + 1, &end, 10);
-    if (errno || end == p + 1)
-        return -EINVAL;
-    *ticks = v;
-    return 0;
+    const char *digits = p + 1;
+    return parse_decimal(&digits, NULL, ticks);
 }
 
 int proc_comm(pid_t pid, char *buf, size_t len)
@@ -62,4 +61,46 @@ int proc_comm(pid_t pid, char *buf, size_t len)
         return e;
     buf[strcspn(buf, "\n")] = '\0';
     return 0;
+}
+
+int proc_exe_path(pid_t pid, char *buf, size_t len)
+{
+    char link[64];
+    snprintf(link, sizeof(link), "/proc/%d/exe", (int)pid);
+    ssize_t n = readlink(link, buf, len - 1);
+    if (n < 0)
+        return -errno;
+    if ((size_t)n == len - 1)
+        return -ENAMETOOLONG; /* perhaps cut short */
+    buf[proc_path_without_deleted(buf, (size_t)n, NULL)] = '\0';
+    return 0;
+}
+
+int proc_exe_identity(pid_t pid, dev_t *dev, ino_t *ino)
+{
+    char path[64];
+    struct stat st;
+    snprintf(path, sizeof(path), "/proc/%d/exe", (int)pid);
+    if (stat(path, &st) != 0)
+        return -errno;
+    *dev = st.st_dev;
+    *ino = st.st_ino;
+    return 0;
+}
+
+bool proc_is_same_process(pid_t pid, uint64_t start_time, uint32_t exe_ino)
+{
+    uint64_t start;
+    dev_t dev;
+    ino_t ino;
+    if (proc_start_time(pid, &start) != 0 || start != start_time)
+        return false;
+    return proc_exe_identity(pid, &dev, &ino) != 0 || (uint32_t)ino == exe_ino;
+}
+
+int proc_map_file_path(pid_t pid, uint64_t start, uint64_t end, char *buf, size_t len)
+{
+    int n = snprintf(buf, len, "/proc/%d/map_files/%llx-%llx", (int)pid,
+                     (unsigned long long)start, (unsigned long long)end);
+    return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
 }
