@@ -277,7 +277,9 @@ static int write_trampolines(int memfd, const struct planned *pl, size_t n, uint
 }
 
 /* Maps a new sampler into the process: the first stop, for the system
- * calls only. */
+ * calls only. Its place is chosen from the maps read while stopped: the
+ * process's threads (a malloc arena growing, a thread starting) could
+ * otherwise map something there first (seen under load). */
 static int map_new(pid_t pid, int memfd, const struct sampler_image *img,
                    const struct proc_maps *maps, const struct inject_func *f, size_t n,
                    struct inject_state *s, char *err, size_t errlen)
@@ -287,19 +289,31 @@ static int map_new(pid_t pid, int memfd, const struct sampler_image *img,
         lo = f[i].addr < lo ? f[i].addr : lo;
         hi = f[i].addr + f[i].len > hi ? f[i].addr + f[i].len : hi;
     }
-    s->base = sampler_map_choose_base(maps, img->span, lo, hi);
     uint64_t stub = remote_stub_find_place(pid, memfd, maps);
-    if (!s->base || !stub) {
-        snprintf(err, errlen, "process %d: no %s", (int)pid,
-                 !s->base ? "free address range within a jump of its allocator"
-                          : "unused code bytes to run system calls through");
+    if (!stub) {
+        snprintf(err, errlen, "process %d: no unused code bytes to run system calls through",
+                 (int)pid);
         return -ENOSPC;
     }
     struct stopped_process sp;
     int e = thread_stop_all(pid, &sp, err, errlen);
     if (e)
         return e;
-    e = sampler_map_into(&sp, memfd, stub, img, s->base, err, errlen);
+    struct proc_maps now;
+    e = proc_maps_read(pid, &now);
+    if (e)
+        snprintf(err, errlen, "read /proc/%d/maps: %s", (int)pid, strerror(-e));
+    if (e == 0) {
+        s->base = sampler_map_choose_base(&now, img->span, lo, hi);
+        proc_maps_free(&now);
+        if (!s->base) {
+            snprintf(err, errlen, "process %d: no free address range within a jump of its "
+                     "allocator", (int)pid);
+            e = -ENOSPC;
+        }
+    }
+    if (e == 0)
+        e = sampler_map_into(&sp, memfd, stub, img, s->base, err, errlen);
     s->stopped_ns += thread_resume_all(&sp);
     return e;
 }

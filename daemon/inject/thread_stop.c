@@ -186,6 +186,7 @@ int thread_stop_all(pid_t pid, struct stopped_process *sp, char *err, size_t err
         if (sp->n == before) {
             if (sp->n == 0) {
                 snprintf(err, errlen, "process %d has no threads left", (int)pid);
+                thread_resume_all(sp); /* frees the array its exited threads left */
                 return -ESRCH;
             }
             return 0; /* every thread was stopped already: none can have appeared */
