@@ -21,6 +21,8 @@ static int cgroup_under(const char *cgroup_path, const char *rule)
     size_t n = strlen(rule);
     while (n > 1 && rule[n - 1] == '/')
         n--;
+    if (n == 1 && rule[0] == '/')
+        return 1; /* the root holds every process */
     return strncmp(cgroup_path, rule, n) == 0 && (cgroup_path[n] == '\0' || cgroup_path[n] == '/');
 }
 
@@ -113,8 +115,10 @@ int target_rules_add(char **list, int *samplers, size_t *n, const char *value)
             return -EINVAL;
         sampler = (int)k;
     }
-    if (*n == TARGET_RULES_MAX || len == 0)
+    if (len == 0)
         return -EINVAL;
+    if (*n == TARGET_RULES_MAX)
+        return -ENOSPC;
     list[*n] = strndup(value, len);
     if (!list[*n])
         return -ENOMEM;

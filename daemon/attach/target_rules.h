@@ -32,7 +32,8 @@ struct target_rule_set {
 /*
  * Adds a rule to `list` (of `n`, with `samplers` beside it) from a value
  * "NAME" or "NAME sampler=uprobe|inprocess" (the sampler for the processes
- * it matches). -EINVAL for an empty name, an unknown sampler or a full list.
+ * it matches). -EINVAL for an empty name or an unknown sampler, -ENOSPC
+ * for a full list.
  */
 int target_rules_add(char **list, int *samplers, size_t *n, const char *value);
 
