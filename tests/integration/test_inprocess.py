@@ -295,6 +295,42 @@ def test_redis_server_is_profiled_with_the_callers_of_malloc():
         redis.wait(30)
 
 
+def test_a_forked_child_runs_on_and_a_rule_adopts_its_patch():
+    """A child forked by a patched process inherits the patch and runs
+    correctly; a target rule that picks it up adopts the inherited patch
+    (the same sampler mapping, the entries as they are) and profiles it."""
+    with h.Workload("forker") as w, \
+            h.Daemon("--sampler", "inprocess", "--sample-interval", "4096",
+                     "--comm", "hp_forked_child") as d:
+        attach(d, w.pid, comm="forker")
+        w.go()
+        line = w._expect_line(10, "child PID")
+        h.check(line.startswith("child "), f"forker said {line!r}")
+        child = int(line.split()[1])
+        deadline = time.monotonic() + 15
+        metrics = ""
+        while time.monotonic() < deadline:
+            metrics = d.get("/metrics")[1].decode()
+            if f'pid="{child}"' in metrics:
+                break
+            time.sleep(0.2)
+        h.check(f'heapprofd_target_sampler{{pid="{child}",comm="hp_forked_child",'
+                f'sampler="inprocess"' in metrics,
+                "the rule's child is not on the in-process sampler:\n" +
+                "\n".join(l for l in metrics.splitlines() if "sampler" in l) +
+                f"\n{d.stderr()}")
+        with open(f"/proc/{child}/maps") as f:
+            mapped = [l for l in f if "/memfd:heapprofd-sampler" in l]
+        h.check(len(mapped) == 3, f"the child has {len(mapped)} sampler mappings, not its "
+                                  f"parent's 3 (a second one mapped?): {mapped}")
+        time.sleep(1)
+        prof = h.decode(d.profile(f"/debug/pprof/allocs?pid={child}"))
+        h.check(any(s.leaf() == "child_allocates" for s in prof.samples),
+                f"no sample of child_allocates in the child's profile: "
+                f"{h.describe(prof.samples)}")
+        w.finish(30)
+
+
 if __name__ == "__main__":
     h.run([
         test_100_attach_detach_cycles_while_16_threads_allocate,
@@ -306,4 +342,5 @@ if __name__ == "__main__":
         test_traced_process_falls_back_to_uprobes_with_the_reason,
         test_a_target_rule_chooses_the_sampler,
         test_redis_server_is_profiled_with_the_callers_of_malloc,
+        test_a_forked_child_runs_on_and_a_rule_adopts_its_patch,
     ])
