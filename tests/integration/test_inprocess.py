@@ -238,18 +238,23 @@ def test_traced_process_falls_back_to_uprobes_with_the_reason():
         w.stop_and_check()
 
 
+def metrics_once_picked_up(d, pid, timeout=15):
+    """/metrics once a target rule has attached pid (a scan a second), or
+    as it is at the deadline."""
+    deadline = time.monotonic() + timeout
+    while True:
+        metrics = d.get("/metrics")[1].decode()
+        if f'pid="{pid}"' in metrics or time.monotonic() > deadline:
+            return metrics
+        time.sleep(0.2)
+
+
 def test_a_target_rule_chooses_the_sampler():
     """--comm 'stress sampler=inprocess' with the default sampler uprobe: the
     rule's processes get the in-process sampler, others (exact) uprobes."""
     with Stress() as w, h.Workload("exact") as other, \
             h.Daemon("--comm", "stress sampler=inprocess", "--sampler", "uprobe") as d:
-        deadline = time.monotonic() + 15
-        metrics = ""
-        while time.monotonic() < deadline:
-            metrics = d.get("/metrics")[1].decode()
-            if f'pid="{w.pid}"' in metrics:
-                break
-            time.sleep(0.2)
+        metrics = metrics_once_picked_up(d, w.pid)
         h.check(f'heapprofd_target_sampler{{pid="{w.pid}",comm="stress",sampler="inprocess"'
                 in metrics, "the rule's process is not on the in-process sampler:\n" +
                 "\n".join(l for l in metrics.splitlines() if "sampler" in l))
@@ -307,13 +312,7 @@ def test_a_forked_child_runs_on_and_a_rule_adopts_its_patch():
         line = w._expect_line(10, "child PID")
         h.check(line.startswith("child "), f"forker said {line!r}")
         child = int(line.split()[1])
-        deadline = time.monotonic() + 15
-        metrics = ""
-        while time.monotonic() < deadline:
-            metrics = d.get("/metrics")[1].decode()
-            if f'pid="{child}"' in metrics:
-                break
-            time.sleep(0.2)
+        metrics = metrics_once_picked_up(d, child)
         h.check(f'heapprofd_target_sampler{{pid="{child}",comm="hp_forked_child",'
                 f'sampler="inprocess"' in metrics,
                 "the rule's child is not on the in-process sampler:\n" +
