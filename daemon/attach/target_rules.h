@@ -23,7 +23,23 @@ struct target_rule_set {
     size_t nexes;
     char *cgroups[TARGET_RULES_MAX]; /* processes in this cgroup (v2 path) or below */
     size_t ncgroups;
+    /* The sampler each rule asks for (enum sampler_kind), -1: the default. */
+    int comm_samplers[TARGET_RULES_MAX];
+    int exe_samplers[TARGET_RULES_MAX];
+    int cgroup_samplers[TARGET_RULES_MAX];
 };
+
+/*
+ * Adds a rule to `list` (of `n`, with `samplers` beside it) from a value
+ * "NAME" or "NAME sampler=uprobe|inprocess" (the sampler for the processes
+ * it matches). -EINVAL for an empty name or an unknown sampler, -ENOSPC
+ * for a full list.
+ */
+int target_rules_add(char **list, int *samplers, size_t *n, const char *value);
+
+/* The sampler the first matching rule of `o` that names one asks for
+ * process `pid` (enum sampler_kind), or -1. */
+int target_rules_sampler(const struct target_rule_set *o, pid_t pid);
 
 /* Frees the strings of `r` and empties it. */
 void target_rules_free(struct target_rule_set *r);

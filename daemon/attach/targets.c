@@ -32,6 +32,10 @@ struct target {
     char comm[17];
     char allocator[256];
     struct probe_links probes;
+    enum sampler_kind wanted;        /* the sampler asked for (kept across an exec) */
+    struct inprocess_target *inproc; /* the in-process sampler's state, or NULL */
+    int fell_back;                   /* inprocess was asked for, uprobes are used */
+    char sampler_note[256];          /* why the in-process sampler was not used, or "" */
     int attaching; /* its attach runs outside the lock: not profiled yet */
     int detaching; /* its slot stays taken until the probes are gone */
     size_t nfuncs;   /* functions probed */
@@ -44,7 +48,6 @@ struct target {
     uint64_t malloc_inode;
     struct proc_maps last_maps; /* as of the last scan: what its exit snapshot names frames by */
     int exited;                 /* set when the reaper found it gone */
-    const char *sampler;        /* "uprobe" */
     int owned;                  /* attached for a caller with a per-owner cap */
     uid_t owner;                /* that caller's uid */
 };
@@ -139,6 +142,13 @@ int targets_adopt(struct targets *t, char *err, size_t errlen)
 static uint64_t release_probes(struct targets *t, struct target *tg, int keep_state)
 {
     uint64_t t0 = monotonic_ns();
+    if (tg->inproc) {
+        /* Callers may or may not hold the lock: a plain atomic store. */
+        __atomic_store_n(&t->last_restore_stop_ns, inprocess_detach(tg->inproc),
+                         __ATOMIC_RELAXED);
+        free(tg->inproc);
+        tg->inproc = NULL;
+    }
     probe_links_release(&tg->probes);
     uint64_t took = monotonic_ns() - t0; /* the probes; forgetting the counts is not detaching */
     if (!keep_state)
@@ -220,6 +230,30 @@ static void update_unwind_tables(struct targets *t, pid_t pid)
         fprintf(stderr, "heapprofd: pid %d: unwind tables: %s\n", (int)pid, why);
 }
 
+/* Puts the in-process sampler into `tg`; on failure says why (the log, the
+ * index and /metrics) and returns non-zero: the caller attaches uprobes.
+ * Called without the lock, like attach(). */
+static int try_inprocess(struct targets *t, struct target *tg, const struct allocator_plan *plan)
+{
+    tg->inproc = calloc(1, sizeof(*tg->inproc));
+    int e = tg->inproc ? inprocess_attach(t->bpf, tg->pid, plan, tg->inproc, tg->sampler_note,
+                                          sizeof(tg->sampler_note))
+                       : -ENOMEM;
+    if (e == 0)
+        return 0;
+    if (e == -ENOMEM && !tg->sampler_note[0])
+        snprintf(tg->sampler_note, sizeof(tg->sampler_note), "out of memory");
+    uint64_t start_time;
+    /* A process that exited meanwhile is no fallback: the uprobes fail too. */
+    if (proc_start_time(tg->pid, &start_time) == 0 && start_time == tg->start_time)
+        fprintf(stderr, "heapprofd: pid %d: in-process sampler not used, uprobes instead: %s\n",
+                (int)tg->pid, tg->sampler_note);
+    free(tg->inproc);
+    tg->inproc = NULL;
+    tg->fell_back = 1;
+    return e;
+}
+
 /* Resolves the allocator and attaches every probe to process tg->pid in
  * `slot`. Called without the lock: the slot is reserved for it. */
 static int attach(struct targets *t, size_t slot, struct target *tg, char *err, size_t errlen)
@@ -238,7 +272,6 @@ static int attach(struct targets *t, size_t slot, struct target *tg, char *err, 
     if (e)
         return e;
     tg->attached_ns = monotonic_ns();
-    tg->sampler = "uprobe";
     if (proc_exe_identity(pid, &tg->exe_dev, &tg->exe_ino) != 0)
         tg->exe_ino = 0;
     if (proc_comm(pid, tg->comm, sizeof(tg->comm)) != 0)
@@ -249,6 +282,8 @@ static int attach(struct targets *t, size_t slot, struct target *tg, char *err, 
     e = bpf_state_set_image(t->bpf, (uint32_t)slot, &img);
     if (e)
         snprintf(err, errlen, "set the code ranges of pid %d: %s", (int)pid, strerror(-e));
+    else if (tg->wanted == SAMPLER_INPROCESS && try_inprocess(t, tg, &plan) == 0)
+        ; /* the report probes are attached */
     else
         e = probe_links_attach(t->bpf, pid, slot, &plan, &tg->probes, err, errlen);
     allocator_plan_free(&plan);
@@ -323,15 +358,16 @@ static void copy_info(const struct target *tg, struct target_info *out)
     out->nfuncs = tg->nfuncs;
     out->emulated = tg->emulated;
     out->attached_ns = tg->attached_ns;
-    out->sampler = tg->sampler;
+    out->sampler = sampler_name(tg->inproc ? SAMPLER_INPROCESS : SAMPLER_UPROBE);
+    memcpy(out->sampler_note, tg->sampler_note, sizeof(out->sampler_note));
 }
 
 int targets_ensure(struct targets *t, pid_t pid, char *err, size_t errlen)
 {
-    return targets_ensure_for(t, pid, NULL, NULL, err, errlen);
+    return targets_ensure_for(t, pid, NULL, -1, NULL, err, errlen);
 }
 
-int targets_ensure_for(struct targets *t, pid_t pid, const uid_t *owner,
+int targets_ensure_for(struct targets *t, pid_t pid, const uid_t *owner, int sampler,
                        struct target_info *attached, char *err, size_t errlen)
 {
     uint64_t start_time;
@@ -351,6 +387,7 @@ int targets_ensure_for(struct targets *t, pid_t pid, const uid_t *owner,
     int e = find_slot(t, pid, start_time, owner, &slot, err, errlen);
     if (e == 0)
         t->slot[slot] = tg; /* reserved: no one else takes it meanwhile */
+    tg->wanted = sampler < 0 ? t->sampler : (enum sampler_kind)sampler;
     pthread_mutex_unlock(&t->lock);
     if (e) {
         free(tg);
@@ -371,6 +408,9 @@ int targets_ensure_for(struct targets *t, pid_t pid, const uid_t *owner,
         tg->attaching = 0;
         t->attached_total++;
         t->last_attach_ns = monotonic_ns() - t0;
+        t->inprocess_fallbacks += (uint64_t)tg->fell_back;
+        if (tg->inproc)
+            t->last_inject_stop_ns = tg->inproc->inj.stopped_ns;
         if (attached)
             copy_info(tg, attached);
         bpf_state_persist_target(t->bpf, (uint32_t)slot, (uint32_t)pid, start_time,
@@ -389,8 +429,10 @@ int targets_ensure_for(struct targets *t, pid_t pid, const uid_t *owner,
 }
 
 /* Under the lock: marks the targets that exited or exec'd as detaching,
- * into gone[] (their slots) and exec_d[] (their pids); returns how many. */
-static size_t mark_gone(struct targets *t, size_t *gone, pid_t *exec_d, size_t *nexec)
+ * into gone[] (their slots) and exec_d[] (their pids, and the samplers they
+ * asked for in exec_sampler[]); returns how many. */
+static size_t mark_gone(struct targets *t, size_t *gone, pid_t *exec_d, int *exec_sampler,
+                        size_t *nexec)
 {
     size_t n = 0;
     *nexec = 0;
@@ -403,8 +445,10 @@ static size_t mark_gone(struct targets *t, size_t *gone, pid_t *exec_d, size_t *
         int exec = !exited && has_exec_d(tg);
         /* An owner's process that exec'd may now run a program its owner
          * may not profile (setuid): it asks again, and is checked again. */
-        if (exec && !tg->owned)
+        if (exec && !tg->owned) {
+            exec_sampler[*nexec] = (int)tg->wanted;
             exec_d[(*nexec)++] = tg->pid;
+        }
         tg->exited = exited;
         if (exited || exec) {
             tg->detaching = 1;
@@ -418,8 +462,9 @@ void targets_reap(struct targets *t)
 {
     size_t gone[HP_MAX_TARGETS], nexec;
     pid_t exec_d[HP_MAX_TARGETS];
+    int exec_sampler[HP_MAX_TARGETS];
     pthread_mutex_lock(&t->lock);
-    size_t n = mark_gone(t, gone, exec_d, &nexec);
+    size_t n = mark_gone(t, gone, exec_d, exec_sampler, &nexec);
     pthread_mutex_unlock(&t->lock);
 
     /* Requests go on meanwhile; the slots stay taken so no new target
@@ -460,7 +505,7 @@ void targets_reap(struct targets *t)
     /* A process that exec'd is a new program: attach to it afresh. */
     for (size_t k = 0; k < nexec; k++) {
         char err[512];
-        if (targets_ensure(t, exec_d[k], err, sizeof(err)) != 0) {
+        if (targets_ensure_for(t, exec_d[k], NULL, exec_sampler[k], NULL, err, sizeof(err)) != 0) {
             fprintf(stderr, "heapprofd: pid %d after exec: %s\n", (int)exec_d[k], err);
             continue;
         }

@@ -21,6 +21,7 @@
 #include "bpf_state.h"
 #include "hp_limits.h"
 #include "proc_maps.h"
+#include "sampler_choice.h"
 #include "unwind_manager.h"
 
 struct target;
@@ -32,8 +33,9 @@ struct target_info {
     char allocator[256];   /* the object whose malloc is probed */
     size_t nfuncs;         /* allocator functions probed */
     size_t emulated;       /* of which probed on an instruction the kernel emulates */
+    const char *sampler;   /* "uprobe" or "inprocess": the one in use (static string) */
+    char sampler_note[256]; /* why the in-process sampler was not used, or "" */
     uint64_t attached_ns;  /* CLOCK_MONOTONIC when this daemon attached (or adopted) it */
-    const char *sampler;   /* how it is sampled: "uprobe" (a static string) */
 };
 
 /* Called as a target's exit is noticed, before its BPF state goes: its
@@ -56,6 +58,10 @@ struct targets {
     uint64_t last_detach_ns;   /* under lock: how long removing the last target's probes took */
     size_t max_targets;        /* under lock: processes profiled at once */
     size_t max_per_owner;      /* under lock: targets one owner may hold (0: no limit) */
+    enum sampler_kind sampler; /* under lock: the sampler new targets get (--sampler) */
+    uint64_t inprocess_fallbacks;  /* under lock: in-process asked, uprobes used */
+    uint64_t last_inject_stop_ns;  /* under lock: target stopped at the last injection */
+    uint64_t last_restore_stop_ns; /* atomic: target stopped at the last restore */
     targets_exit_fn on_exit;   /* NULL: nothing kept of exited processes */
     void *on_exit_arg;
 };
@@ -86,13 +92,15 @@ int targets_ensure(struct targets *t, pid_t pid, char *err, size_t errlen);
 
 /*
  * targets_ensure() for a caller who may hold at most t->max_per_owner
- * targets at once: `owner` is its uid (NULL: no cap, and no owner). Over
+ * targets at once: `owner` is its uid (NULL: no cap, and no owner), with
+ * the sampler a target rule asks for (enum sampler_kind; -1: the default,
+ * t->sampler; a process already profiled keeps the sampler it has). Over
  * the cap it returns -EDQUOT. If this call attached the process, and
  * `attached` is not NULL, *attached describes it (else attached->pid is 0).
  * A target with an owner is detached, not attached again, when it execs:
  * the new program may not be its owner's to profile.
  */
-int targets_ensure_for(struct targets *t, pid_t pid, const uid_t *owner,
+int targets_ensure_for(struct targets *t, pid_t pid, const uid_t *owner, int sampler,
                        struct target_info *attached, char *err, size_t errlen);
 
 /* Detaches from processes that exited or whose pid now names another

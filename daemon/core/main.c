@@ -35,6 +35,7 @@
 /* What the main loop keeps between scans. */
 struct scan_state {
     struct targets *targets;
+    const struct target_rule_set *rules; /* for the sampler a rule asks for */
     struct {
         pid_t pid;
         uint64_t start_time;
@@ -63,12 +64,13 @@ static int failed_before(struct scan_state *s, pid_t pid, uint64_t start_time)
 }
 
 /* targets_ensure() for the daemon's own settings, with the audit line of
- * the attach (`listener` says which setting). */
-static int ensure_for_config(struct targets *t, pid_t pid, const char *listener, char *err,
-                             size_t errlen)
+ * the attach (`listener` says which setting; `sampler` as for
+ * targets_ensure_for()). */
+static int ensure_for_config(struct targets *t, pid_t pid, int sampler, const char *listener,
+                             char *err, size_t errlen)
 {
     struct target_info attached;
-    int e = targets_ensure_for(t, pid, NULL, &attached, err, errlen);
+    int e = targets_ensure_for(t, pid, NULL, sampler, &attached, err, errlen);
     if (e == 0 && attached.pid) {
         struct caller config = {.via = ACCESS_VIA_CONFIG, .listener = listener, .trusted = 1};
         access_audit_attach(stderr, &config, attached.pid, attached.comm, attached.sampler);
@@ -84,7 +86,8 @@ static void attach_matching(pid_t pid, void *arg)
     char err[512];
     if (proc_start_time(pid, &start_time) != 0 || failed_before(s, pid, start_time))
         return;
-    int e = ensure_for_config(s->targets, pid, "target rule", err, sizeof(err));
+    int e = ensure_for_config(s->targets, pid, target_rules_sampler(s->rules, pid), "target rule",
+                              err, sizeof(err));
     /* Over the cap (-ENOSPC): not remembered, so retried at each scan and
      * attached once a slot frees. No allocator yet (-ENOENT): a process
      * matched right after exec has no libc mapped until the dynamic linker
@@ -103,7 +106,7 @@ static void attach_pids(const struct options *o, struct targets *t)
 {
     for (size_t i = 0; i < o->npids; i++) {
         char err[512];
-        if (ensure_for_config(t, o->pids[i], "--pid", err, sizeof(err)) != 0)
+        if (ensure_for_config(t, o->pids[i], -1, "--pid", err, sizeof(err)) != 0)
             fprintf(stderr, "heapprofd: --pid %d: %s\n", (int)o->pids[i], err);
     }
 }
@@ -136,6 +139,7 @@ static void reload(int argc, char **argv, struct options *opts, struct targets *
         pthread_mutex_lock(&t->lock);
         t->max_targets = opts->max_targets;
         t->max_per_owner = opts->max_targets_per_uid;
+        t->sampler = opts->sampler; /* for processes attached from now on */
         pthread_mutex_unlock(&t->lock);
         attach_pids(opts, t);
     }
@@ -166,15 +170,17 @@ static int start_profiling(const struct options *opts, struct daemon_ctx *ctx,
         fprintf(stderr, "heapprofd: BPF unavailable: %s\n", ctx->bpf_error);
         return 0;
     }
-    fprintf(stderr, "heapprofd: probes attach as %s links, sample interval %llu bytes%s%s\n",
-            bpf_state_layout_name(bpf->layout), (unsigned long long)opts->sample_interval,
-            opts->pin_dir[0] ? ", maps pinned in " : "", opts->pin_dir);
+    fprintf(stderr, "heapprofd: probes attach as %s links, %s sampler, sample interval %llu "
+            "bytes%s%s\n", bpf_state_layout_name(bpf->layout), sampler_name(opts->sampler),
+            (unsigned long long)opts->sample_interval, opts->pin_dir[0] ? ", maps pinned in " : "",
+            opts->pin_dir);
     ctx->bpf = bpf;
     ctx->targets = targets;
     if (!opts->unwind_fp_only && unwind_manager_init(unwind, bpf) == 0)
         ctx->unwind = unwind;
     targets_init(targets, bpf, ctx->unwind, opts->max_targets);
     targets->max_per_owner = opts->max_targets_per_uid;
+    targets->sampler = opts->sampler;
     targets->on_exit = views_snapshot_exited;
     targets->on_exit_arg = ctx;
     int adopted = targets_adopt(targets, err, sizeof(err));
@@ -267,7 +273,7 @@ int main(int argc, char **argv)
     exited_profiles_init(&exited);
     struct http_server *server = NULL;
     int rc = start_profiling(&opts, &ctx, &bpf, &targets, &unwind) ? 1 : 0;
-    struct scan_state scan = {.targets = ctx.targets};
+    struct scan_state scan = {.targets = ctx.targets, .rules = &opts.rules};
     if (rc == 0 && ctx.targets)
         target_rules_scan(&opts.rules, attach_matching, &scan);
 

@@ -51,6 +51,9 @@ void options_usage(FILE *out)
             "  --unwind cfi|fp          stacks from .eh_frame tables (default) or frame\n"
             "                           pointers only (no table memory, shorter stacks)\n"
             "  --probe-layout L         auto (default), session, multi or classic\n"
+            "  --sampler S              uprobe (default) or inprocess: sample inside the\n"
+            "                           process, only sampled calls reach the kernel;\n"
+            "                           per rule: --comm 'NAME sampler=inprocess'\n"
             "  --max-stacks N, --max-counts N, --max-live N, --max-pending N\n"
             "                           BPF map sizes (defaults in docs/operations.md)\n"
             "Profiles: GET /debug/pprof/heap?pid=N (see docs/http-api.md)\n",
@@ -89,19 +92,6 @@ static int set_listen(struct options *o, const char *v)
 }
 
 /* Appends a copy of `v` to a rule list. */
-static int add_rule(char **list, size_t *n, const char *v)
-{
-    if (!*v)
-        return -EINVAL;
-    if (*n == TARGET_RULES_MAX)
-        return -ENOSPC;
-    list[*n] = strdup(v);
-    if (!list[*n])
-        return -ENOMEM;
-    (*n)++;
-    return 0;
-}
-
 /* Copies a path option; -EINVAL if it does not fit. */
 static int set_path(char *dst, size_t len, const char *v)
 {
@@ -128,13 +118,15 @@ static const struct {
     {"listen", "ADDR:PORT with a port 1-65535"},
     {"sample-interval", "bytes in 1..4294967296"},
     {"pid", "a process id in 1..4194304"},
-    {"comm", "a command name"},
-    {"exe", "an absolute path"},
-    {"cgroup", "an absolute cgroup path such as /system.slice/x.service"},
+    {"comm", "a command name, optionally followed by ' sampler=uprobe|inprocess'"},
+    {"exe", "an absolute path, optionally followed by ' sampler=uprobe|inprocess'"},
+    {"cgroup", "an absolute cgroup path such as /system.slice/x.service, optionally followed "
+               "by ' sampler=uprobe|inprocess'"},
     {"max-targets", "a number in 1..1024"},
     {"pin-dir", "an absolute directory path, or none"},
     {"config", "a file path"},
     {"probe-layout", "auto, session, multi or classic"},
+    {"sampler", "uprobe or inprocess"},
     {"unix", "an absolute socket path"},
     {"token-file", "an absolute file path"},
     {"allow-remote", "yes or no"},
@@ -175,11 +167,15 @@ static int set_option(struct options *o, const char *name, const char *v)
         return 0;
     }
     if (strcmp(name, "comm") == 0)
-        return add_rule(o->rules.comms, &o->rules.ncomms, v);
+        return target_rules_add(o->rules.comms, o->rules.comm_samplers, &o->rules.ncomms, v);
     if (strcmp(name, "exe") == 0)
-        return v[0] == '/' ? add_rule(o->rules.exes, &o->rules.nexes, v) : -EINVAL;
+        return v[0] == '/' ? target_rules_add(o->rules.exes, o->rules.exe_samplers,
+                                              &o->rules.nexes, v)
+                           : -EINVAL;
     if (strcmp(name, "cgroup") == 0)
-        return v[0] == '/' ? add_rule(o->rules.cgroups, &o->rules.ncgroups, v) : -EINVAL;
+        return v[0] == '/' ? target_rules_add(o->rules.cgroups, o->rules.cgroup_samplers,
+                                              &o->rules.ncgroups, v)
+                           : -EINVAL;
     if (strcmp(name, "max-targets") == 0) {
         if (parse_u64(v, 1, HP_MAX_TARGETS, &n) != 0)
             return -EINVAL;
@@ -197,6 +193,8 @@ static int set_option(struct options *o, const char *name, const char *v)
         return set_path(o->config_path, sizeof(o->config_path), v);
     if (strcmp(name, "probe-layout") == 0)
         return parse_layout(v, &o->layout);
+    if (strcmp(name, "sampler") == 0)
+        return sampler_parse(v, &o->sampler);
     if (strcmp(name, "unix") == 0)
         return v[0] == '/' ? set_path(o->unix_path, sizeof(o->unix_path), v) : -EINVAL;
     if (strcmp(name, "token-file") == 0)
@@ -365,6 +363,7 @@ int options_parse(int argc, char **argv, struct options *o, char *err, size_t er
         {"pin-dir", required_argument, NULL, 0},
         {"config", required_argument, NULL, 0},
         {"probe-layout", required_argument, NULL, 0},
+        {"sampler", required_argument, NULL, 0},
         {"unix", required_argument, NULL, 0},
         {"token-file", required_argument, NULL, 0},
         {"allow-remote", optional_argument, NULL, 0},

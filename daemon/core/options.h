@@ -20,6 +20,7 @@
 #include "access.h"
 #include "bpf_state.h"
 #include "hp_limits.h"
+#include "sampler_choice.h"
 #include "target_rules.h"
 
 /* Default cap on processes profiled at once: each costs a few probes and
@@ -50,6 +51,7 @@ struct options {
     struct access_trust trust; /* --trust-uid, --trust-group */
     int unwind_fp_only;        /* --unwind fp: no CFI tables, frame pointers only */
     enum probe_layout layout;  /* LAYOUT_AUTO unless --probe-layout says */
+    enum sampler_kind sampler; /* --sampler: uprobe (default) or inprocess */
     struct bpf_map_sizes map_sizes; /* --max-stacks etc.; 0: hp_limits.h's */
     int show_help;
 };

@@ -218,7 +218,7 @@ static enum MHD_Result serve_index(struct daemon_ctx *ctx, struct MHD_Connection
     static const char head[] = "<html><head><title>heapprofd</title></head><body>\n"
                                "<p>Heap profiles of processes (add ?pid=N to profile another)</p>\n"
                                "<table><tr><th>pid</th><th>command</th><th>allocator</th>"
-                               "<th>profiles</th></tr>\n";
+                               "<th>sampler</th><th>profiles</th></tr>\n";
     int e = pprof_buf_append(&b, head, sizeof(head) - 1);
     size_t n = 0;
     struct target_info *info = NULL;
@@ -229,16 +229,19 @@ static enum MHD_Result serve_index(struct daemon_ctx *ctx, struct MHD_Connection
     for (size_t i = 0; i < n && i < HP_MAX_TARGETS && e == 0; i++) {
         if (access_may_profile(who, info[i].pid) != 0)
             continue;
-        char row[1024], comm[80];
+        char row[2048], comm[80];
         html_escape(comm, sizeof(comm), info[i].comm);
         char alloc[600];
         html_escape(alloc, sizeof(alloc), info[i].allocator);
+        char note[600];
+        html_escape(note, sizeof(note), info[i].sampler_note);
         int len = snprintf(row, sizeof(row),
                            "<tr><td>%d</td><td>%s</td><td>%s (%zu functions, %zu on "
-                           "emulated instructions)</td><td>"
+                           "emulated instructions)</td><td>%s%s%s</td><td>"
                            "<a href=\"heap?pid=%d\">heap</a> <a href=\"allocs?pid=%d\">allocs</a> "
                            "<a href=\"heap?pid=%d&amp;debug=1\">text</a></td></tr>\n",
                            (int)info[i].pid, comm, alloc, info[i].nfuncs, info[i].emulated,
+                           info[i].sampler, note[0] ? ": not inprocess, " : "", note,
                            (int)info[i].pid, (int)info[i].pid, (int)info[i].pid);
         e = pprof_buf_append(&b, row, (size_t)len);
     }

@@ -78,6 +78,21 @@ static int write_target_metrics(struct daemon_ctx *ctx, const struct caller *who
                                  (long long)(fixed > 0 ? fixed >> HP_BYTES_SHIFT : 0));
         }
     }
+    /* Which sampler each process has, and why not the in-process one when
+     * it was asked for and could not be used. */
+    if (e == 0)
+        e = pprof_buf_printf(out, "# HELP heapprofd_target_sampler The sampler of each profiled "
+                                  "process (reason: why the in-process sampler was not used).\n"
+                                  "# TYPE heapprofd_target_sampler gauge\n");
+    for (size_t i = 0; i < n && e == 0; i++) {
+        char comm[64], reason[512];
+        label_escape(comm, sizeof(comm), info[i].comm);
+        label_escape(reason, sizeof(reason), info[i].sampler_note);
+        e = pprof_buf_printf(out,
+                             "heapprofd_target_sampler{pid=\"%d\",comm=\"%s\",sampler=\"%s\","
+                             "reason=\"%s\"} 1\n",
+                             (int)info[i].pid, comm, info[i].sampler, reason);
+    }
     free(info);
     free(tgids);
     free(totals);
@@ -121,6 +136,31 @@ static int write_bpf_metrics(struct daemon_ctx *ctx, struct pprof_buf *out)
 }
 
 /* The target table's counters; nothing when BPF is unavailable. */
+/* The in-process sampler's fallbacks and the stops of its last injection
+ * and restore. */
+static int write_inprocess_counters(struct daemon_ctx *ctx, struct pprof_buf *out)
+{
+    pthread_mutex_lock(&ctx->targets->lock);
+    unsigned long long fallbacks = ctx->targets->inprocess_fallbacks;
+    unsigned long long inject_ns = ctx->targets->last_inject_stop_ns;
+    pthread_mutex_unlock(&ctx->targets->lock);
+    unsigned long long restore_ns =
+        __atomic_load_n(&ctx->targets->last_restore_stop_ns, __ATOMIC_RELAXED);
+    int e = emit_metric(out, "inprocess_fallbacks_total", "counter",
+                        "Processes given uprobes because the in-process sampler could not be "
+                        "used (the reason is in heapprofd_target_sampler).",
+                        fallbacks);
+    if (e == 0)
+        e = pprof_buf_printf(out,
+                             "# HELP heapprofd_inprocess_stop_seconds How long the last process "
+                             "was stopped to inject the in-process sampler, and to restore it.\n"
+                             "# TYPE heapprofd_inprocess_stop_seconds gauge\n"
+                             "heapprofd_inprocess_stop_seconds{at=\"attach\"} %.6f\n"
+                             "heapprofd_inprocess_stop_seconds{at=\"detach\"} %.6f\n",
+                             inject_ns / 1e9, restore_ns / 1e9);
+    return e;
+}
+
 static int write_target_counters(struct daemon_ctx *ctx, struct pprof_buf *out)
 {
     pthread_mutex_lock(&ctx->targets->lock);
@@ -160,6 +200,8 @@ static int write_target_counters(struct daemon_ctx *ctx, struct pprof_buf *out)
                              "# TYPE heapprofd_probe_layout gauge\n"
                              "heapprofd_probe_layout{layout=\"%s\"} 1\n",
                              bpf_state_layout_name(ctx->bpf->layout));
+    if (e == 0)
+        e = write_inprocess_counters(ctx, out);
     return e;
 }
 

@@ -25,7 +25,7 @@ static int attach_for(struct daemon_ctx *ctx, const struct profile_query *q,
         return -EACCES;
     }
     struct target_info attached;
-    int e = targets_ensure_for(ctx->targets, q->pid, who->trusted ? NULL : &who->uid, &attached,
+    int e = targets_ensure_for(ctx->targets, q->pid, who->trusted ? NULL : &who->uid, -1, &attached,
                                err, errlen);
     if (e == 0 && attached.pid)
         access_audit_attach(stderr, who, attached.pid, attached.comm, attached.sampler);

@@ -64,6 +64,8 @@ static void setting(const struct options *o, const char *name, char *out, size_t
         snprintf(out, len, "%s", o->pin_dir);
     else if (strcmp(name, "probe-layout") == 0)
         snprintf(out, len, "%s", bpf_state_layout_name(o->layout));
+    else if (strcmp(name, "sampler") == 0)
+        snprintf(out, len, "%s", sampler_name(o->sampler));
     else if (strcmp(name, "unix") == 0)
         snprintf(out, len, "%s", o->unix_path);
     else if (strcmp(name, "token-file") == 0)
@@ -90,6 +92,9 @@ static void setting(const struct options *o, const char *name, char *out, size_t
         snprintf(out, len, "%u", s->pending);
 }
 
+/* What a target rule may end in, as the options' help says. */
+#define RULE_SAMPLER ", optionally followed by ' sampler=uprobe|inprocess'"
+
 /* Each option with a value it takes (and the setting that gives) and one it refuses. */
 static const struct {
     const char *name, *value, *gives, *bad, *wants;
@@ -101,10 +106,11 @@ static const struct {
     {"sample-interval", "4294967296", "4294967296", "4294967297", "bytes in 1..4294967296"},
     {"pid", "4194304", "4194304", "4194305", "a process id in 1..4194304"},
     {"pid", "1", "1", "-1", "a process id in 1..4194304"},
-    {"comm", "redis-server", "redis-server", "", "a command name"},
-    {"exe", "/usr/bin/redis-server", "/usr/bin/redis-server", "usr/bin/x", "an absolute path"},
+    {"comm", "redis-server", "redis-server", "", "a command name" RULE_SAMPLER},
+    {"exe", "/usr/bin/redis-server", "/usr/bin/redis-server", "usr/bin/x",
+     "an absolute path" RULE_SAMPLER},
     {"cgroup", "/system.slice/x.service", "/system.slice/x.service", "system.slice",
-     "an absolute cgroup path such as /system.slice/x.service"},
+     "an absolute cgroup path such as /system.slice/x.service" RULE_SAMPLER},
     {"max-targets", "1024", "1024", "1025", "a number in 1..1024"},
     {"max-targets", "1", "1", "0", "a number in 1..1024"},
     {"pin-dir", "/sys/fs/bpf/other", "/sys/fs/bpf/other", "sys/fs/bpf",
@@ -112,6 +118,10 @@ static const struct {
     {"pin-dir", "none", "", "None", "an absolute directory path, or none"},
     {"probe-layout", "classic", "classic", "fast", "auto, session, multi or classic"},
     {"probe-layout", "session", "session", "", "auto, session, multi or classic"},
+    {"sampler", "inprocess", "inprocess", "fast", "uprobe or inprocess"},
+    {"sampler", "uprobe", "uprobe", "", "uprobe or inprocess"},
+    {"comm", "redis-server sampler=inprocess", "redis-server", "redis-server sampler=fast",
+     "a command name" RULE_SAMPLER},
     {"unix", "/run/heapprofd.sock", "/run/heapprofd.sock", "heapprofd.sock",
      "an absolute socket path"},
     {"token-file", "/etc/heapprofd/token", "/etc/heapprofd/token", "token",
@@ -424,6 +434,25 @@ static void lists_and_paths_stop_at_their_bounds(void)
     options_free(&o);
 }
 
+static void a_rule_may_choose_the_sampler_of_its_processes(void)
+{
+    struct options o;
+    char err[512];
+    CHECK_INT_EQ(PARSE(&o, err, "--sampler", "uprobe", "--comm", "redis-server sampler=inprocess",
+                       "--exe", "/usr/bin/x", "--cgroup", "/system.slice sampler=uprobe"),
+                 0);
+    CHECK_INT_EQ(o.sampler, SAMPLER_UPROBE);
+    CHECK_STR_EQ(o.rules.comms[0], "redis-server");
+    CHECK_INT_EQ(o.rules.comm_samplers[0], SAMPLER_INPROCESS);
+    CHECK_INT_EQ(o.rules.exe_samplers[0], -1);
+    CHECK_STR_EQ(o.rules.cgroups[0], "/system.slice");
+    CHECK_INT_EQ(o.rules.cgroup_samplers[0], SAMPLER_UPROBE);
+    options_free(&o);
+    /* Nothing but the sampler: no name. */
+    CHECK_INT_EQ(PARSE(&o, err, "--comm", " sampler=inprocess"), -EINVAL);
+    options_free(&o);
+}
+
 int main(void)
 {
     RUN_TEST(no_arguments_give_the_documented_defaults);
@@ -440,5 +469,6 @@ int main(void)
     RUN_TEST(settings_that_contradict_each_other_are_refused_together);
     RUN_TEST(the_per_uid_cap_is_an_eighth_of_max_targets_unless_set);
     RUN_TEST(lists_and_paths_stop_at_their_bounds);
+    RUN_TEST(a_rule_may_choose_the_sampler_of_its_processes);
     return check_exit_code();
 }
