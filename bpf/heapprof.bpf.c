@@ -361,3 +361,5 @@ int hp_session(struct pt_regs *ctx)
     }
     return on_entry(ctx);
 }
+
+#include "inprocess.bpf.h"

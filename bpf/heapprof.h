@@ -160,6 +160,10 @@ struct hp_persisted_target {
  * slots; its image is empty. */
 #define HP_SPARE_SLOT HP_MAX_TARGETS
 
+/* Attach cookies of the in-process sampler's report functions. */
+#define HP_REPORT_ALLOC 0
+#define HP_REPORT_FREE 1
+
 /* Attach cookie: image slot in the upper bits, probe kind in the low byte. */
 #define HP_COOKIE(image, kind) (((__u64)(image) << 8) | (__u64)(kind))
 #define HP_COOKIE_IMAGE(c) ((__u32)((c) >> 8))

@@ -2,7 +2,8 @@
 # install-deps.sh - installs the Debian 12 packages heapprofd needs to build,
 # run and test (systemd: systemd-analyze for the ctest systemd.unit; chromium
 # and prometheus for the tests of the web page and /metrics with real
-# clients; the man page, the .deb and its tests: help2man, dpkg-dev with file
+# clients; passwd and util-linux: useradd and setpriv for test_access.py's
+# users; the man page, the .deb and its tests: help2man, dpkg-dev with file
 # for CPack's dpkg-shlibdeps, lintian, man-db, python3-yaml and
 # python3-kubernetes for the DaemonSet's checks, run by Debian's
 # /usr/bin/python3), and the npm packages of web/package-lock.json (pinned,
@@ -21,7 +22,9 @@ apt-get install -y -qq --no-install-recommends -o DPkg::Lock::Timeout=600 \
     golang-go python3 curl gdb binutils libjemalloc2 libtcmalloc-minimal4 libmimalloc2.0 \
     ca-certificates \
     systemd \
+    passwd util-linux \
     libiberty-dev xz-utils golang-github-google-pprof-dev \
+    libzydis-dev redis-server redis-tools \
     libclang-rt-14-dev llvm \
     chromium prometheus \
     help2man dpkg-dev file lintian man-db python3-yaml python3-kubernetes \

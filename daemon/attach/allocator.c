@@ -15,6 +15,10 @@
 #include "probe_site.h"
 #include "proc_info.h"
 
+/* The largest function whose code is kept for relocation: glibc's malloc
+ * is 1.4 KiB, realloc 1.8 KiB; beyond this the function is not patched. */
+#define ALLOCATOR_MAX_CODE 65536
+
 /* An object of the process, opened once per resolution. */
 struct candidate {
     const struct loaded_object *lo;
@@ -103,6 +107,16 @@ static int plan_function(pid_t pid, const struct proc_maps *maps, struct candida
     if (elf_file_read(c->ef, sym->vaddr, code, len) == 0)
         probe_site_choose(code, len, allocator_names[k].kind, sym->size && sym->size <= len,
                           &site);
+    /* The whole function, for the in-process sampler's relocation, which
+     * must see every branch in it. */
+    size_t whole = sym->size && sym->size <= ALLOCATOR_MAX_CODE ? sym->size : 0;
+    f->code = whole ? malloc(whole) : NULL;
+    if (f->code && elf_file_read(c->ef, sym->vaddr, f->code, whole) == 0) {
+        f->code_len = whole;
+    } else {
+        free(f->code);
+        f->code = NULL;
+    }
     f->symbol_offset = off;
     f->file_offset = off + site.offset;
     f->emulated = site.emulated;
@@ -113,6 +127,7 @@ static int plan_function(pid_t pid, const struct proc_maps *maps, struct candida
     if (!f->object_path || !f->open_path) {
         free(f->object_path);
         free(f->open_path);
+        free(f->code);
         return -ENOMEM;
     }
     plan->n++;
@@ -210,6 +225,7 @@ void allocator_plan_free(struct allocator_plan *plan)
     for (size_t i = 0; i < plan->n; i++) {
         free(plan->funcs[i].object_path);
         free(plan->funcs[i].open_path);
+        free(plan->funcs[i].code);
     }
     plan->n = 0;
 }

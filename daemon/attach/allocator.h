@@ -31,6 +31,9 @@ struct allocator_func {
     uint64_t inode;          /* of the object's file, as /proc/PID/maps shows it */
     uint64_t runtime_start;  /* the function's code in the process */
     uint64_t runtime_end;
+    uint8_t *code;           /* the function's bytes from its file (the in-process sampler
+                              * relocates its prologue), NULL if unreadable; owned */
+    size_t code_len;
 };
 
 /* Everything to probe in one process. */

@@ -147,8 +147,8 @@ int probe_cost_describe(uint64_t hits, uint64_t ns_per_hit, uint64_t cpu_ns, cha
     struct cost_estimate c;
     probe_cost_estimate(hits, ns_per_hit, cpu_ns, &c);
     if (!ns_per_hit)
-        return snprintf(buf, len, "heapprofd's probes ran %llu times in this process (their "
-                        "cost per run was not calibrated)", (unsigned long long)hits);
+        return snprintf(buf, len, "heapprofd's probes ran %llu times in this process (no cost "
+                        "estimate for its sampler)", (unsigned long long)hits);
     if (!c.percent_known)
         return snprintf(buf, len, "heapprofd added ~%.3g CPU s to this process (%llu probe hits "
                         "at ~%llu ns)", c.added_cpu_seconds, (unsigned long long)hits,

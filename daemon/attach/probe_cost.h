@@ -9,6 +9,9 @@
  *
  * The cost of one hit belongs to the sampler: under the uprobe sampler
  * every allocator call is a hit, and this is what the calibration times.
+ * Under the in-process sampler only sampled calls reach the kernel, through
+ * its report probe, which does not count hits yet: its targets get no
+ * estimate (targets.c, ns_per_hit_of()).
  */
 #ifndef HEAPPROF_PROBE_COST_H
 #define HEAPPROF_PROBE_COST_H

@@ -53,6 +53,7 @@ struct pending {
     pid_t pid;
     pid_t parent;          /* a forked child's parent (0: an exec) */
     bool reattach;         /* a target that exec'd */
+    int sampler;           /* the sampler it asks for (enum sampler_kind), -1: the default */
     uint64_t event_ns;     /* its exec or fork */
     uint64_t not_before_ns; /* a child: its fork plus the grace */
     struct holders holders;
@@ -87,11 +88,13 @@ static void count(struct process_watch *w, uint64_t *counter, uint64_t n)
     pthread_mutex_unlock(&w->lock);
 }
 
-/* Whether a target rule matches `pid`. */
-static bool rule_matches(struct process_watch *w, pid_t pid)
+/* Whether a target rule matches `pid`, and the sampler the first that
+ * names one asks for (-1: none does). */
+static bool rule_matches(struct process_watch *w, pid_t pid, int *sampler)
 {
     pthread_mutex_lock(&w->lock);
     bool m = target_rules_any(&w->rules) && target_rules_match(&w->rules, pid);
+    *sampler = m ? target_rules_sampler(&w->rules, pid) : -1;
     pthread_mutex_unlock(&w->lock);
     return m;
 }
@@ -134,7 +137,7 @@ static void add_pending(struct process_watch *w, const struct pending *p)
 static void on_exec(struct process_watch *w, const struct hp_proc_event *ev)
 {
     pid_t pid = (pid_t)ev->pid;
-    struct pending p = {.pid = pid, .event_ns = ev->time_ns};
+    struct pending p = {.pid = pid, .event_ns = ev->time_ns, .sampler = -1};
     count(w, &w->stats.execs, 1);
     for (size_t i = 0; i < w->npending; i++)
         if (w->pending[i].pid == pid) {
@@ -144,14 +147,20 @@ static void on_exec(struct process_watch *w, const struct hp_proc_event *ev)
             break;
         }
     struct holders kept;
-    if (targets_exec_d(w->targets, pid, ev->time_ns, &kept)) {
+    enum sampler_kind sampler;
+    if (targets_exec_d(w->targets, pid, ev->time_ns, &kept, &sampler)) {
         holders_merge(&p.holders, &kept);
         p.reattach = true;
-    } else
+        p.sampler = (int)sampler;
+    } else {
         targets_release(w->targets, pid, HOLD_FORK); /* attached after the exec, as a child */
+    }
     holders_drop(&p.holders, HOLD_FORK);
-    if (rule_matches(w, pid))
+    int rule_sampler;
+    if (rule_matches(w, pid, &rule_sampler)) {
         holders_add(&p.holders, HOLD_RULE, HOLD_FOREVER);
+        p.sampler = rule_sampler >= 0 ? rule_sampler : p.sampler;
+    }
     if (holders_held(&p.holders, monotonic_ns()))
         add_pending(w, &p);
     else if (w->events)
@@ -164,12 +173,16 @@ static void on_fork(struct process_watch *w, const struct hp_proc_event *ev)
     struct holders parent;
     count(w, &w->stats.forks, 1);
     uint64_t now = monotonic_ns();
-    struct pending p = {.pid = (pid_t)ev->pid, .parent = (pid_t)ev->ppid,
+    struct pending p = {.pid = (pid_t)ev->pid, .parent = (pid_t)ev->ppid, .sampler = -1,
                         .event_ns = ev->time_ns, .not_before_ns = ev->time_ns + FORK_GRACE_NS};
-    bool parent_known = targets_holders_of(w->targets, p.parent, &parent);
+    enum sampler_kind sampler; /* the child's memory holds its parent's sampler: the same */
+    bool parent_known = targets_holders_of(w->targets, p.parent, &parent, &sampler);
+    if (parent_known)
+        p.sampler = (int)sampler;
     for (size_t i = 0; i < w->npending && !parent_known; i++)
         if (w->pending[i].pid == p.parent) { /* a child's child, forked in its grace */
             parent = w->pending[i].holders;
+            p.sampler = w->pending[i].sampler;
             parent_known = true;
         }
     if (parent_known)
@@ -262,8 +275,10 @@ static void attach_pending(struct process_watch *w)
         }
         char err[512] = "";
         bool settle = now - p->event_ns < EXEC_SETTLE_MAX_NS;
+        enum sampler_kind sampler = (enum sampler_kind)p->sampler;
         struct hold_request how = {.event_ns = p->event_ns, .just_exec_d = settle,
-                                   .reattach = p->reattach};
+                                   .reattach = p->reattach,
+                                   .sampler = p->sampler >= 0 ? &sampler : NULL};
         int e = holders_held(&p->holders, now)
                     ? targets_hold_set(w->targets, p->pid, &p->holders, &how, err, sizeof(err))
                     : -ESRCH; /* its holds ended while it waited */
@@ -297,10 +312,15 @@ static void attach_matching(pid_t pid, void *arg)
     if (is_pending(w, pid) || proc_start_time(pid, &start_time) != 0 ||
         failed_before(w, pid, start_time))
         return;
-    bool was_target = targets_holders_of(w->targets, pid, &h);
+    bool was_target = targets_holders_of(w->targets, pid, &h, NULL);
     if (was_target && holders_holds(&h, HOLD_RULE, 0))
         return;
-    struct hold_request how = {.kind = HOLD_RULE, .until_ns = HOLD_FOREVER};
+    int rule_sampler;
+    if (!rule_matches(w, pid, &rule_sampler))
+        return; /* the rules changed since the scan's copy */
+    enum sampler_kind sampler = (enum sampler_kind)rule_sampler;
+    struct hold_request how = {.kind = HOLD_RULE, .until_ns = HOLD_FOREVER,
+                               .sampler = rule_sampler >= 0 ? &sampler : NULL};
     int e = targets_hold(w->targets, pid, &how, err, sizeof(err));
     if (e == 0 && !was_target)
         count(w, &w->stats.scan_attached, 1);

@@ -4,6 +4,7 @@
  */
 #include "target_rules.h"
 
+#include <errno.h>
 #include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
@@ -12,6 +13,7 @@
 #include <unistd.h>
 
 #include "proc_info.h"
+#include "sampler_choice.h"
 #include "strutil.h"
 
 /* Whether `cgroup_path` is `rule` or below it. */
@@ -51,33 +53,78 @@ int target_rules_any(const struct target_rule_set *o)
     return o->ncomms || o->nexes || o->ncgroups;
 }
 
-int target_rules_match(const struct target_rule_set *o, pid_t pid)
+/* Whether a rule of `o` matches `pid`; the first match's sampler in *sampler. */
+static int match(const struct target_rule_set *o, pid_t pid, int *sampler)
 {
     if (o->ncomms) {
         char comm[64];
         if (proc_comm(pid, comm, sizeof(comm)) == 0) {
             for (size_t i = 0; i < o->ncomms; i++) {
                 /* The kernel keeps 15 bytes of a name: compare as much. */
-                if (strncmp(comm, o->comms[i], 15) == 0 && strlen(o->comms[i]) >= strlen(comm))
+                if (strncmp(comm, o->comms[i], 15) == 0 && strlen(o->comms[i]) >= strlen(comm)) {
+                    *sampler = o->comm_samplers[i];
                     return 1;
+                }
             }
         }
     }
     if (o->nexes) {
         char exe[4096];
         if (proc_exe_path(pid, exe, sizeof(exe)) == 0) {
-            for (size_t i = 0; i < o->nexes; i++)
-                if (strcmp(exe, o->exes[i]) == 0)
+            for (size_t i = 0; i < o->nexes; i++) {
+                if (strcmp(exe, o->exes[i]) == 0) {
+                    *sampler = o->exe_samplers[i];
                     return 1;
+                }
+            }
         }
     }
     if (o->ncgroups) {
         char cg[4096];
         if (read_cgroup(pid, cg, sizeof(cg)) == 0)
-            for (size_t i = 0; i < o->ncgroups; i++)
-                if (cgroup_under(cg, o->cgroups[i]))
+            for (size_t i = 0; i < o->ncgroups; i++) {
+                if (cgroup_under(cg, o->cgroups[i])) {
+                    *sampler = o->cgroup_samplers[i];
                     return 1;
+                }
+            }
     }
+    return 0;
+}
+
+int target_rules_match(const struct target_rule_set *o, pid_t pid)
+{
+    int sampler;
+    return match(o, pid, &sampler);
+}
+
+int target_rules_sampler(const struct target_rule_set *o, pid_t pid)
+{
+    int sampler = -1;
+    return match(o, pid, &sampler) ? sampler : -1;
+}
+
+int target_rules_add(char **list, int *samplers, size_t *n, const char *value)
+{
+    static const char key[] = " sampler=";
+    const char *at = strstr(value, key);
+    size_t len = at ? (size_t)(at - value) : strlen(value);
+    int sampler = -1;
+    if (at) {
+        enum sampler_kind k;
+        if (sampler_parse(at + sizeof(key) - 1, &k) != 0)
+            return -EINVAL;
+        sampler = (int)k;
+    }
+    if (len == 0)
+        return -EINVAL;
+    if (*n == TARGET_RULES_MAX)
+        return -ENOSPC;
+    list[*n] = strndup(value, len);
+    if (!list[*n])
+        return -ENOMEM;
+    samplers[*n] = sampler;
+    (*n)++;
     return 0;
 }
 
@@ -114,8 +161,10 @@ static int copy_strings(char **dst, char *const *src, size_t n)
 
 int target_rules_copy(struct target_rule_set *dst, const struct target_rule_set *src)
 {
-    *dst = (struct target_rule_set){.ncomms = src->ncomms, .nexes = src->nexes,
-                                    .ncgroups = src->ncgroups};
+    *dst = *src; /* the counts and the samplers; the strings are copied below */
+    memset(dst->comms, 0, sizeof(dst->comms));
+    memset(dst->exes, 0, sizeof(dst->exes));
+    memset(dst->cgroups, 0, sizeof(dst->cgroups));
     int e = copy_strings(dst->comms, src->comms, src->ncomms);
     if (e == 0)
         e = copy_strings(dst->exes, src->exes, src->nexes);

@@ -38,6 +38,12 @@ struct target {
     uint64_t cpu_ns_at_attach;  /* the process's CPU time when attached */
     uint64_t cpu_ns_last;       /* and as last read (an exited process's is gone) */
     uint64_t forks_unprofiled;  /* children it forked that could not be attached */
+    enum sampler_kind wanted;        /* the sampler asked for (kept across an exec) */
+    struct inprocess_target *inproc; /* the in-process sampler's state, or NULL */
+    int fell_back;                   /* inprocess was asked for, uprobes are used */
+    char sampler_note[256];          /* why the in-process sampler was not used, or "" */
+    int owned;                  /* attached for a caller with a per-owner cap */
+    uid_t owner;                /* that caller's uid */
     enum target_end end;        /* set with `detaching`: why it goes */
     int keep_profile;           /* set with `detaching`: keep its last profile first */
 };

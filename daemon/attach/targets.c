@@ -115,6 +115,30 @@ void target_update_unwind_tables(struct targets *t, pid_t pid)
         fprintf(stderr, "heapprofd: pid %d: unwind tables: %s\n", (int)pid, why);
 }
 
+/* Puts the in-process sampler into `tg`; on failure says why (the log, the
+ * index and /metrics) and returns non-zero: the caller attaches uprobes.
+ * Called without the lock, like attach(). */
+static int try_inprocess(struct targets *t, struct target *tg, const struct allocator_plan *plan)
+{
+    tg->inproc = calloc(1, sizeof(*tg->inproc));
+    int e = tg->inproc ? inprocess_attach(t->bpf, tg->pid, plan, tg->inproc, tg->sampler_note,
+                                          sizeof(tg->sampler_note))
+                       : -ENOMEM;
+    if (e == 0)
+        return 0;
+    if (e == -ENOMEM && !tg->sampler_note[0])
+        snprintf(tg->sampler_note, sizeof(tg->sampler_note), "out of memory");
+    uint64_t start_time;
+    /* A process that exited meanwhile is no fallback: the uprobes fail too. */
+    if (proc_start_time(tg->pid, &start_time) == 0 && start_time == tg->start_time)
+        fprintf(stderr, "heapprofd: pid %d: in-process sampler not used, uprobes instead: %s\n",
+                (int)tg->pid, tg->sampler_note);
+    free(tg->inproc);
+    tg->inproc = NULL;
+    tg->fell_back = 1;
+    return e;
+}
+
 /* The allocator of process tg->pid, into `plan`: -EAGAIN for a process
  * that has just exec'd while its dynamic linker is still loading (calls
  * may bind elsewhere once it is done). */
@@ -165,6 +189,8 @@ static int attach(struct targets *t, size_t slot, struct target *tg, const struc
         e = bpf_state_zero_hits(t->bpf, (uint32_t)slot);
     if (e)
         snprintf(err, errlen, "set the code ranges of pid %d: %s", (int)pid, strerror(-e));
+    else if (tg->wanted == SAMPLER_INPROCESS && try_inprocess(t, tg, &plan) == 0)
+        ; /* the report probes are attached */
     else
         e = probe_links_attach(t->bpf, pid, slot, &plan, &tg->probes, err, errlen);
     allocator_plan_free(&plan);
@@ -175,14 +201,26 @@ static int attach(struct targets *t, size_t slot, struct target *tg, const struc
     return e;
 }
 
+/* Under the lock: whether `owner` holds as many targets as one owner may
+ * (attaching ones count: their slots are taken). */
+static int owner_is_full(struct targets *t, uid_t owner, size_t *held)
+{
+    *held = 0;
+    for (size_t i = 0; i < HP_MAX_TARGETS; i++)
+        *held += t->slot[i] && !t->slot[i]->detaching && t->slot[i]->owned &&
+                 t->slot[i]->owner == owner;
+    return t->max_per_owner && *held >= t->max_per_owner;
+}
+
 /*
  * Under the lock: whether `pid` (started at `start_time`) is profiled
- * already (1 and *slot), or else a slot to attach it in (0 and *slot), or
- * -errno. Waits while the pid is being attached or detached; detaches a
- * target whose pid now names another process.
+ * already (1 and *slot), or else a slot to attach it in for `owner` (NULL:
+ * none) (0 and *slot), or -errno (-EDQUOT: the owner holds its share).
+ * Waits while the pid is being attached or detached; detaches a target
+ * whose pid now names another process.
  */
-static int find_slot(struct targets *t, pid_t pid, uint64_t start_time, size_t *slot, char *err,
-                     size_t errlen)
+static int find_slot(struct targets *t, pid_t pid, uint64_t start_time, const uid_t *owner,
+                     size_t *slot, char *err, size_t errlen)
 {
     ssize_t free_slot;
     size_t active;
@@ -210,6 +248,12 @@ restart:
                  active);
         return -ENOSPC;
     }
+    size_t held;
+    if (owner && owner_is_full(t, *owner, &held)) {
+        snprintf(err, errlen, "uid %u already has %zu processes attached, the most one caller "
+                 "may (--max-targets-per-uid)", (unsigned)*owner, held);
+        return -EDQUOT;
+    }
     *slot = (size_t)free_slot;
     return 0;
 }
@@ -231,6 +275,21 @@ static void finish_attach(struct targets *t, size_t slot, struct target *tg, int
     pthread_cond_broadcast(&t->changed);
 }
 
+/* Tells of an attach that just finished, as `info` shows it: the caller
+ * (how->attached), and for the daemon's own holds the audit hook. */
+static void tell_attached(struct targets *t, const struct target_info *info,
+                          const struct holders *holders, const struct hold_request *how)
+{
+    if (how->attached)
+        *how->attached = *info;
+    static const enum hold_kind own[] = {HOLD_PID, HOLD_RULE, HOLD_FORK};
+    for (size_t k = 0; k < sizeof(own) / sizeof(own[0]) && t->on_attached; k++)
+        if (holders->count[own[k]]) {
+            t->on_attached(t->on_attached_arg, info, own[k]);
+            break;
+        }
+}
+
 int targets_hold_set(struct targets *t, pid_t pid, const struct holders *holders,
                      const struct hold_request *how, char *err, size_t errlen)
 {
@@ -244,11 +303,16 @@ int targets_hold_set(struct targets *t, pid_t pid, const struct holders *holders
     struct target *tg = calloc(1, sizeof(*tg));
     if (!tg)
         return -ENOMEM;
-    *tg = (struct target){.pid = pid, .start_time = start_time, .attaching = 1};
+    *tg = (struct target){.pid = pid, .start_time = start_time, .attaching = 1,
+                          .owned = how->owner != NULL, .owner = how->owner ? *how->owner : 0};
+    if (how->attached)
+        how->attached->pid = 0;
     pthread_mutex_lock(&t->lock);
-    int e = find_slot(t, pid, start_time, &slot, err, errlen);
-    if (e == 0)
+    int e = find_slot(t, pid, start_time, how->owner, &slot, err, errlen);
+    if (e == 0) {
         t->slot[slot] = tg; /* reserved: no one else takes it meanwhile */
+        tg->wanted = how->sampler ? *how->sampler : t->sampler;
+    }
     if (e >= 0)
         holders_merge(&t->slot[slot]->holders, holders);
     pthread_mutex_unlock(&t->lock);
@@ -266,9 +330,15 @@ int targets_hold_set(struct targets *t, pid_t pid, const struct holders *holders
      * to wait for the linker made nothing yet (and is tried every ms). */
     if (e && e != -EAGAIN)
         target_release_probes(t, tg, 0);
+    struct target_info info;
     pthread_mutex_lock(&t->lock);
     finish_attach(t, slot, tg, e, t0);
     t->reattached_total += e == 0 && how->reattach;
+    t->inprocess_fallbacks += (uint64_t)(e == 0 && tg->fell_back);
+    if (e == 0 && tg->inproc)
+        t->last_inject_stop_ns = tg->inproc->inj.stopped_ns;
+    if (e == 0)
+        target_info_copy(t, tg, &info); /* once unlocked, it may go at any time */
     pthread_mutex_unlock(&t->lock);
     if (e) {
         target_free(tg);
@@ -276,8 +346,10 @@ int targets_hold_set(struct targets *t, pid_t pid, const struct holders *holders
             snprintf(err, errlen, "process %d does not exist", (int)pid);
             e = -ESRCH; /* it exited while we attached */
         }
+        return e;
     }
-    return e;
+    tell_attached(t, &info, holders, how);
+    return 0;
 }
 
 int targets_hold(struct targets *t, pid_t pid, const struct hold_request *why, char *err,
@@ -301,13 +373,16 @@ static struct target *find_live(struct targets *t, pid_t pid, size_t *slot)
     return NULL;
 }
 
-bool targets_holders_of(struct targets *t, pid_t pid, struct holders *out)
+bool targets_holders_of(struct targets *t, pid_t pid, struct holders *out,
+                        enum sampler_kind *sampler)
 {
     size_t slot;
     pthread_mutex_lock(&t->lock);
     struct target *tg = find_live(t, pid, &slot);
     if (tg)
         *out = tg->holders;
+    if (tg && sampler)
+        *sampler = tg->wanted;
     pthread_mutex_unlock(&t->lock);
     return tg != NULL;
 }
@@ -349,8 +424,7 @@ int targets_scrub_inherited(struct targets *t, pid_t pid, char *err, size_t errl
  * known). */
 static uint64_t ns_per_hit_of(const struct targets *t, const struct target *tg)
 {
-    (void)tg; /* every target is probed by the uprobe sampler */
-    return t->ns_per_hit;
+    return tg->inproc ? 0 : t->ns_per_hit;
 }
 
 void target_info_copy(const struct targets *t, const struct target *tg, struct target_info *out)
@@ -361,6 +435,8 @@ void target_info_copy(const struct targets *t, const struct target *tg, struct t
     out->nfuncs = tg->nfuncs;
     out->emulated = tg->emulated;
     out->attached_ns = tg->attached_ns;
+    out->sampler = sampler_name(tg->inproc ? SAMPLER_INPROCESS : SAMPLER_UPROBE);
+    memcpy(out->sampler_note, tg->sampler_note, sizeof(out->sampler_note));
     out->holders = tg->holders;
     out->attach_delay_ns = tg->attach_delay_ns;
     out->cpu_ns_at_attach = tg->cpu_ns_at_attach;

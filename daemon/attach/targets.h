@@ -25,6 +25,7 @@
 #include "holders.h"
 #include "hp_limits.h"
 #include "proc_maps.h"
+#include "sampler_choice.h"
 #include "unwind_manager.h"
 
 struct target;
@@ -38,6 +39,8 @@ struct target_info {
     size_t nfuncs;         /* allocator functions probed */
     size_t emulated;       /* of which probed on an instruction the kernel emulates */
     uint64_t attached_ns;  /* CLOCK_MONOTONIC when this daemon attached (or adopted) it */
+    const char *sampler;   /* "uprobe" or "inprocess": the one in use (static string) */
+    char sampler_note[256]; /* why the in-process sampler was not used, or "" */
     struct holders holders; /* why it is profiled */
     uint64_t attach_delay_ns; /* from its exec or fork to attached; 0: not attached on one */
     uint64_t probe_hits;   /* probe runs in it since attach (each a trap) */
@@ -85,11 +88,21 @@ struct targets {
     uint64_t last_attach_ns;   /* under lock: how long the last attach took */
     uint64_t last_detach_ns;   /* under lock: how long removing the last target's probes took */
     size_t max_targets;        /* under lock: processes profiled at once */
+    size_t max_per_owner;      /* under lock: targets one owner may hold (0: no limit) */
+    enum sampler_kind sampler; /* under lock: the sampler new targets get (--sampler) */
+    uint64_t inprocess_fallbacks;  /* under lock: in-process asked, uprobes used */
+    uint64_t last_inject_stop_ns;  /* under lock: target stopped at the last injection */
+    uint64_t last_restore_stop_ns; /* atomic: target stopped at the last restore */
     uint64_t idle_ns;          /* under lock: --idle-detach (0: a request holds for ever) */
-    uint64_t ns_per_hit;       /* calibrated cost of a uprobe hit (probe_cost.h); set before the
-                                * first attach, read-only after */
+    uint64_t ns_per_hit;       /* calibrated cost of a uprobe sampler's hit (probe_cost.h); set
+                                * before the first attach, read-only after */
     targets_farewell_fn on_farewell; /* NULL: nothing kept of targets that go */
     void *on_farewell_arg;
+    /* Told of each attach a hold of the daemon's own settings made (pid,
+     * rule, fork: `why`), for the audit line; those a request made are
+     * told by the request. NULL: none. */
+    void (*on_attached)(void *arg, const struct target_info *t, enum hold_kind why);
+    void *on_attached_arg;
 };
 
 /* `max_targets`: processes profiled at once (0: HP_MAX_TARGETS). */
@@ -116,6 +129,17 @@ struct hold_request {
     bool just_exec_d;  /* it has just exec'd: -EAGAIN until its dynamic linker has loaded
                         * every library, so the allocator found is the one it binds to */
     bool reattach;     /* a target that exec'd: counted in reattached_total */
+    /* The sampler a target rule asks for (NULL: the default, t->sampler);
+     * a process already profiled keeps the sampler it has, and one that
+     * exec'd the one it asked for. */
+    const enum sampler_kind *sampler;
+    /* A caller who may hold at most t->max_per_owner targets at once: its
+     * uid (NULL: no cap, and no owner); over the cap, -EDQUOT. A target
+     * with an owner is detached, not attached again, when it execs: the
+     * new program may not be its owner's to profile. */
+    const uid_t *owner;
+    /* If not NULL: what this call attached (->pid 0 if it attached nothing). */
+    struct target_info *attached;
 };
 
 /*
@@ -139,8 +163,10 @@ int targets_hold_set(struct targets *t, pid_t pid, const struct holders *holders
  * holds it any more it is detached now, no last profile kept. */
 void targets_release(struct targets *t, pid_t pid, enum hold_kind kind);
 
-/* The holders of target `pid` (false if it is not one). */
-bool targets_holders_of(struct targets *t, pid_t pid, struct holders *out);
+/* The holders of target `pid`, and the sampler it asked for if `sampler`
+ * is not NULL (false if it is not a target). */
+bool targets_holders_of(struct targets *t, pid_t pid, struct holders *out,
+                        enum sampler_kind *sampler);
 
 /*
  * Takes the allocator probes a child inherited from its profiled parent
@@ -170,9 +196,11 @@ void targets_exited(struct targets *t, pid_t pid);
 
 /* Process `pid` exec'd at `event_ns` (its exec event): if it is a target
  * attached before that, its probes on the old program go and its holders
- * are put in *kept, to attach it afresh once the new program is loaded
- * (targets_hold_set(), just_exec_d). Returns whether it was one. */
-bool targets_exec_d(struct targets *t, pid_t pid, uint64_t event_ns, struct holders *kept);
+ * are put in *kept and the sampler it asked for in *sampler, to attach it
+ * afresh once the new program is loaded (targets_hold_set(),
+ * just_exec_d). Returns whether it was one. */
+bool targets_exec_d(struct targets *t, pid_t pid, uint64_t event_ns, struct holders *kept,
+                    enum sampler_kind *sampler);
 
 /* A copy of target `pid` (false if it is not one). */
 bool targets_info(struct targets *t, pid_t pid, struct target_info *out);

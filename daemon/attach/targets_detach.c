@@ -46,6 +46,13 @@ static int has_exec_d(struct target *tg)
 uint64_t target_release_probes(struct targets *t, struct target *tg, int keep_state)
 {
     uint64_t t0 = monotonic_ns();
+    if (tg->inproc) {
+        /* Callers may or may not hold the lock: a plain atomic store. */
+        __atomic_store_n(&t->last_restore_stop_ns, inprocess_detach(tg->inproc),
+                         __ATOMIC_RELAXED);
+        free(tg->inproc);
+        tg->inproc = NULL;
+    }
     probe_links_release(&tg->probes);
     uint64_t took = monotonic_ns() - t0; /* the probes; forgetting the counts is not detaching */
     if (t->events)
@@ -160,10 +167,11 @@ static void let_go(struct targets *t, const size_t *slots, size_t n)
 }
 
 /* Under the lock: marks the targets that exited or exec'd as going, into
- * gone[] (their slots), and those that exec'd with their holders into
- * exec_d[] and kept[]; refreshes the CPU time of the rest. */
+ * gone[] (their slots), and those that exec'd with their holders and the
+ * samplers they asked for into exec_d[], kept[] and exec_sampler[];
+ * refreshes the CPU time of the rest. */
 static size_t mark_gone(struct targets *t, size_t *gone, pid_t *exec_d, struct holders *kept,
-                        size_t *nexec)
+                        enum sampler_kind *exec_sampler, size_t *nexec)
 {
     size_t n = 0;
     *nexec = 0;
@@ -174,8 +182,11 @@ static size_t mark_gone(struct targets *t, size_t *gone, pid_t *exec_d, struct h
             continue;
         int exited = proc_start_time(tg->pid, &start_time) != 0 || start_time != tg->start_time;
         int exec = !exited && has_exec_d(tg);
-        if (exec) {
+        /* An owner's process that exec'd may now run a program its owner
+         * may not profile (setuid): it asks again, and is checked again. */
+        if (exec && !tg->owned) {
             kept[*nexec] = tg->holders;
+            exec_sampler[*nexec] = tg->wanted;
             exec_d[(*nexec)++] = tg->pid;
         }
         if (exited || exec) {
@@ -192,11 +203,12 @@ void targets_reap(struct targets *t)
 {
     size_t gone[HP_MAX_TARGETS], nexec;
     pid_t exec_d[HP_MAX_TARGETS];
+    enum sampler_kind exec_sampler[HP_MAX_TARGETS];
     struct holders *kept = calloc(HP_MAX_TARGETS, sizeof(*kept));
     if (!kept)
         return; /* the next scan tries again */
     pthread_mutex_lock(&t->lock);
-    size_t n = mark_gone(t, gone, exec_d, kept, &nexec);
+    size_t n = mark_gone(t, gone, exec_d, kept, exec_sampler, &nexec);
     pthread_mutex_unlock(&t->lock);
     let_go(t, gone, n);
 
@@ -217,7 +229,8 @@ void targets_reap(struct targets *t)
      * as it was. */
     for (size_t k = 0; k < nexec; k++) {
         char err[512];
-        struct hold_request how = {.reattach = true}; /* a second after its exec: loaded */
+        /* A second after its exec: loaded. */
+        struct hold_request how = {.reattach = true, .sampler = &exec_sampler[k]};
         if (targets_hold_set(t, exec_d[k], &kept[k], &how, err, sizeof(err)) != 0)
             fprintf(stderr, "heapprofd: pid %d after exec: %s\n", (int)exec_d[k], err);
     }
@@ -286,7 +299,8 @@ restart:
     let_go(t, gone, n);
 }
 
-bool targets_exec_d(struct targets *t, pid_t pid, uint64_t event_ns, struct holders *kept)
+bool targets_exec_d(struct targets *t, pid_t pid, uint64_t event_ns, struct holders *kept,
+                    enum sampler_kind *sampler)
 {
     size_t gone[1], n = 0;
     pthread_mutex_lock(&t->lock);
@@ -295,7 +309,9 @@ bool targets_exec_d(struct targets *t, pid_t pid, uint64_t event_ns, struct hold
         if (!tg || tg->pid != pid || tg->attaching || tg->detaching)
             continue;
         if (tg->attached_ns < event_ns) { /* else attached to the new program already */
-            *kept = tg->holders;
+            /* An owner's process is not attached again (see mark_gone). */
+            *kept = tg->owned ? (struct holders){{0}, {0}} : tg->holders;
+            *sampler = tg->wanted;
             mark(t, i, END_EXEC, 0);
             gone[n++] = i;
         }

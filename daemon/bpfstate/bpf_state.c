@@ -346,6 +346,7 @@ static int load_for(struct heapprof **out, uint64_t sample_interval, enum probe_
     if (layout != LAYOUT_CLASSIC) {
         bpf_program__set_expected_attach_type(skel->progs.hp_entry, multi);
         bpf_program__set_expected_attach_type(skel->progs.hp_return, multi);
+        bpf_program__set_expected_attach_type(skel->progs.hp_report, multi);
     }
     e = heapprof__load(skel);
     if (e == 0 && pin_dir)
@@ -469,6 +470,16 @@ struct bpf_program *bpf_state_entry_program(struct bpf_state *b)
 struct bpf_program *bpf_state_return_program(struct bpf_state *b)
 {
     return b->skel->progs.hp_return;
+}
+
+struct bpf_program *bpf_state_report_program(struct bpf_state *b)
+{
+    return b->skel->progs.hp_report;
+}
+
+int bpf_state_report_fd(struct bpf_state *b)
+{
+    return bpf_program__fd(b->skel->progs.hp_report);
 }
 
 int bpf_state_entry_fd(struct bpf_state *b)

@@ -75,6 +75,10 @@ void bpf_state_close(struct bpf_state *b);
 /* The entry and return programs, for classic attachment with libbpf. */
 struct bpf_program *bpf_state_entry_program(struct bpf_state *b);
 struct bpf_program *bpf_state_return_program(struct bpf_state *b);
+/* The in-process sampler's report probe: a program and its fd (loaded for
+ * uprobe_multi links except in the classic layout). */
+struct bpf_program *bpf_state_report_program(struct bpf_state *b);
+int bpf_state_report_fd(struct bpf_state *b);
 
 /* Remembers (pid 0: forgets) the process in `slot` across restarts. */
 int bpf_state_persist_target(struct bpf_state *b, uint32_t slot, uint32_t pid,

@@ -39,6 +39,18 @@ static void block_signals(sigset_t *set)
     signal(SIGPIPE, SIG_IGN);
 }
 
+/* The audit line of an attach the daemon's own settings made (--pid, a
+ * rule, a fork of a profiled process): targets' on_attached hook. */
+static void audit_own_attach(void *arg, const struct target_info *t, enum hold_kind why)
+{
+    (void)arg;
+    const char *listener = why == HOLD_PID    ? "--pid"
+                           : why == HOLD_RULE ? "target rule"
+                                              : "fork of a profiled process";
+    struct caller config = {.via = ACCESS_VIA_CONFIG, .listener = listener, .trusted = 1};
+    access_audit_attach(stderr, &config, t->pid, t->comm, t->sampler);
+}
+
 /* Attaches the --pid processes; a failure is logged, not fatal, as the
  * process may come and go while the daemon keeps serving. */
 static void attach_pids(const struct options *o, struct targets *t)
@@ -60,7 +72,8 @@ static void reload(int argc, char **argv, struct options *opts, struct daemon_ct
     struct options fresh;
     char err[512];
     sd_notify_send("RELOADING=1");
-    if (options_parse(argc, argv, &fresh, err, sizeof(err)) != 0) {
+    if (options_parse(argc, argv, &fresh, err, sizeof(err)) != 0 ||
+        options_check(&fresh, err, sizeof(err)) != 0) {
         fprintf(stderr, "heapprofd: reload: %s; keeping the old settings\n", err);
         options_free(&fresh);
         sd_notify_send("READY=1");
@@ -68,15 +81,20 @@ static void reload(int argc, char **argv, struct options *opts, struct daemon_ct
     }
     if (fresh.sample_interval != opts->sample_interval || fresh.listen_port != opts->listen_port ||
         strcmp(fresh.listen_host, opts->listen_host) != 0 ||
-        strcmp(fresh.pin_dir, opts->pin_dir) != 0 || fresh.layout != opts->layout)
-        fprintf(stderr, "heapprofd: reload: listen, sample-interval, pin-dir and probe-layout "
-                        "changes take effect at the next restart\n");
+        strcmp(fresh.pin_dir, opts->pin_dir) != 0 || fresh.layout != opts->layout ||
+        memcmp(&fresh.trust, &opts->trust, sizeof(fresh.trust)) != 0 ||
+        fresh.open_loopback != opts->open_loopback)
+        fprintf(stderr, "heapprofd: reload: listen, sample-interval, pin-dir, probe-layout, "
+                        "trust-uid, trust-group and open-loopback changes take effect at the "
+                        "next restart\n");
     options_free(opts);
     *opts = fresh;
     if (t) {
         pthread_mutex_lock(&t->lock);
         t->max_targets = opts->max_targets;
         t->idle_ns = opts->idle_detach_ns;
+        t->max_per_owner = opts->max_targets_per_uid;
+        t->sampler = opts->sampler; /* for processes attached from now on */
         pthread_mutex_unlock(&t->lock);
         attach_pids(opts, t);
     }
@@ -110,7 +128,10 @@ static void start_targets(const struct options *opts, struct daemon_ctx *ctx,
     char err[512];
     struct process_events *events = NULL;
     targets_init(targets, ctx->bpf, ctx->unwind, opts->max_targets);
+    targets->max_per_owner = opts->max_targets_per_uid;
+    targets->sampler = opts->sampler;
     targets->idle_ns = opts->idle_detach_ns;
+    targets->on_attached = audit_own_attach;
     targets->on_farewell = views_keep_last_profile;
     targets->on_farewell_arg = ctx;
     calibrate(targets, ctx->bpf);
@@ -153,9 +174,10 @@ static int start_profiling(const struct options *opts, struct daemon_ctx *ctx,
         fprintf(stderr, "heapprofd: BPF unavailable: %s\n", ctx->bpf_error);
         return 0;
     }
-    fprintf(stderr, "heapprofd: probes attach as %s links, sample interval %llu bytes%s%s\n",
-            bpf_state_layout_name(bpf->layout), (unsigned long long)opts->sample_interval,
-            opts->pin_dir[0] ? ", maps pinned in " : "", opts->pin_dir);
+    fprintf(stderr, "heapprofd: probes attach as %s links, %s sampler, sample interval %llu "
+            "bytes%s%s\n", bpf_state_layout_name(bpf->layout), sampler_name(opts->sampler),
+            (unsigned long long)opts->sample_interval, opts->pin_dir[0] ? ", maps pinned in " : "",
+            opts->pin_dir);
     ctx->bpf = bpf;
     if (!opts->unwind_fp_only && unwind_manager_init(unwind, bpf) == 0)
         ctx->unwind = unwind;
@@ -177,6 +199,23 @@ static void serve_until_stopped(int argc, char **argv, struct options *opts,
     fprintf(stderr, "heapprofd: stopping\n");
 }
 
+/* Says at start who may profile what over TCP, the escape hatch loudest. */
+static void log_access(const struct options *o)
+{
+    if (o->open_loopback)
+        fprintf(stderr, "heapprofd: open-loopback: every local user may profile every process "
+                        "through %s:%u (callers are not identified)\n",
+                o->listen_host, (unsigned)o->listen_port);
+    else if (o->token_file[0])
+        fprintf(stderr, "heapprofd: TCP callers need the bearer token, which may profile any "
+                        "process\n");
+    else
+        fprintf(stderr, "heapprofd: TCP callers are known by their socket's uid: root, %zu "
+                        "trust-uid and %zu trust-group entries may profile any process, other "
+                        "users their own (at most %zu attached each)\n",
+                o->trust.nuids, o->trust.ngids, o->max_targets_per_uid);
+}
+
 int main(int argc, char **argv)
 {
     struct options opts;
@@ -184,6 +223,11 @@ int main(int argc, char **argv)
     if (options_parse(argc, argv, &opts, err, sizeof(err)) != 0) {
         fprintf(stderr, "heapprofd: %s\n", err);
         options_usage(stderr);
+        options_free(&opts);
+        return 2;
+    }
+    if (!opts.show_help && options_check(&opts, err, sizeof(err)) != 0) {
+        fprintf(stderr, "heapprofd: %s\n", err);
         options_free(&opts);
         return 2;
     }
@@ -220,6 +264,8 @@ int main(int argc, char **argv)
         .allow_remote = opts.allow_remote,
         .token = opts.token_file[0] ? token : NULL,
         .unix_path = opts.unix_path[0] ? opts.unix_path : NULL,
+        .trust = &opts.trust,
+        .open_loopback = opts.open_loopback,
     };
     if (rc == 0 && http_server_start(&ctx, &how, &server, err, sizeof(err))) {
         fprintf(stderr, "heapprofd: %s\n", err);
@@ -228,6 +274,7 @@ int main(int argc, char **argv)
     if (rc == 0) {
         if (how.unix_path)
             fprintf(stderr, "heapprofd: listening on unix socket %s\n", how.unix_path);
+        log_access(&opts);
         fprintf(stderr, "heapprofd: listening on %s:%u\n", opts.listen_host,
                 (unsigned)opts.listen_port);
         sd_notify_send("READY=1");

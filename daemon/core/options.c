@@ -39,16 +39,28 @@ void options_usage(FILE *out)
             "                           (default %s; 'none' to not pin)\n"
             "  --config FILE            read settings from FILE (name = value lines)\n"
             "  --unix PATH              also serve on a unix socket; callers may profile\n"
-            "                           only their own processes unless root\n"
+            "                           only their own processes unless trusted\n"
             "  --token-file FILE        TCP requests need 'Authorization: Bearer <token>'\n"
-            "  --allow-remote           allow a non-loopback --listen address\n"
+            "  --allow-remote           allow a non-loopback --listen address (needs\n"
+            "                           --token-file)\n"
+            "  --trust-uid UID          this uid or user may profile any process\n"
+            "                           (repeatable; root always may)\n"
+            "  --trust-group GROUP      members of GROUP may profile any process\n"
+            "                           (repeatable)\n"
+            "  --open-loopback          every local TCP caller may profile every process\n"
+            "                           (no peer check: single-user machines only)\n"
+            "  --max-targets-per-uid N  processes one untrusted caller may have attached\n"
+            "                           (default max-targets/%d)\n"
             "  --unwind cfi|fp          stacks from .eh_frame tables (default) or frame\n"
             "                           pointers only (no table memory, shorter stacks)\n"
             "  --probe-layout L         auto (default), session, multi or classic\n"
+            "  --sampler S              uprobe (default) or inprocess: sample inside the\n"
+            "                           process, only sampled calls reach the kernel;\n"
+            "                           per rule: --comm 'NAME sampler=inprocess'\n"
             "  --max-stacks N, --max-counts N, --max-live N, --max-pending N\n"
             "                           BPF map sizes (defaults in docs/operations.md)\n"
             "Profiles: GET /debug/pprof/heap?pid=N (see docs/http-api.md)\n",
-            OPTIONS_DEFAULT_MAX_TARGETS, OPTIONS_DEFAULT_PIN_DIR);
+            OPTIONS_DEFAULT_MAX_TARGETS, OPTIONS_DEFAULT_PIN_DIR, OPTIONS_DEFAULT_PER_UID_SHARE);
 }
 
 /* The probe layout named `s`. */
@@ -83,25 +95,21 @@ static int set_listen(struct options *o, const char *v)
 }
 
 /* Appends a copy of `v` to a rule list. */
-static int add_rule(char **list, size_t *n, const char *v)
-{
-    if (!*v)
-        return -EINVAL;
-    if (*n == TARGET_RULES_MAX)
-        return -ENOSPC;
-    list[*n] = strdup(v);
-    if (!list[*n])
-        return -ENOMEM;
-    (*n)++;
-    return 0;
-}
-
 /* Copies a path option; -EINVAL if it does not fit. */
 static int set_path(char *dst, size_t len, const char *v)
 {
     if (strlen(v) >= len)
         return -EINVAL;
     snprintf(dst, len, "%s", v);
+    return 0;
+}
+
+/* A yes/no setting. */
+static int set_yes_no(int *dst, const char *v)
+{
+    if (strcmp(v, "yes") != 0 && strcmp(v, "no") != 0)
+        return -EINVAL;
+    *dst = strcmp(v, "yes") == 0;
     return 0;
 }
 
@@ -113,17 +121,23 @@ static const struct {
     {"listen", "ADDR:PORT with a port 1-65535"},
     {"sample-interval", "bytes in 1..4294967296"},
     {"pid", "a process id in 1..4194304"},
-    {"comm", "a command name"},
-    {"exe", "an absolute path"},
-    {"cgroup", "an absolute cgroup path such as /system.slice/x.service"},
+    {"comm", "a command name, optionally followed by ' sampler=uprobe|inprocess'"},
+    {"exe", "an absolute path, optionally followed by ' sampler=uprobe|inprocess'"},
+    {"cgroup", "an absolute cgroup path such as /system.slice/x.service, optionally followed "
+               "by ' sampler=uprobe|inprocess'"},
     {"max-targets", "a number in 1..1024"},
     {"idle-detach", "a duration such as 90s, 10m or 1h, at most 720h; 0 never detaches"},
     {"pin-dir", "an absolute directory path, or none"},
     {"config", "a file path"},
     {"probe-layout", "auto, session, multi or classic"},
+    {"sampler", "uprobe or inprocess"},
     {"unix", "an absolute socket path"},
     {"token-file", "an absolute file path"},
     {"allow-remote", "yes or no"},
+    {"open-loopback", "yes or no"},
+    {"trust-uid", "a uid or a user name that exists"},
+    {"trust-group", "a group name or gid that exists"},
+    {"max-targets-per-uid", "a number in 1..1024"},
     {"unwind", "cfi or fp"},
     {"max-stacks", "a number of entries in 16..16777216"},
     {"max-counts", "a number of entries in 16..16777216"},
@@ -157,11 +171,15 @@ static int set_option(struct options *o, const char *name, const char *v)
         return 0;
     }
     if (strcmp(name, "comm") == 0)
-        return add_rule(o->rules.comms, &o->rules.ncomms, v);
+        return target_rules_add(o->rules.comms, o->rules.comm_samplers, &o->rules.ncomms, v);
     if (strcmp(name, "exe") == 0)
-        return v[0] == '/' ? add_rule(o->rules.exes, &o->rules.nexes, v) : -EINVAL;
+        return v[0] == '/' ? target_rules_add(o->rules.exes, o->rules.exe_samplers,
+                                              &o->rules.nexes, v)
+                           : -EINVAL;
     if (strcmp(name, "cgroup") == 0)
-        return v[0] == '/' ? add_rule(o->rules.cgroups, &o->rules.ncgroups, v) : -EINVAL;
+        return v[0] == '/' ? target_rules_add(o->rules.cgroups, o->rules.cgroup_samplers,
+                                              &o->rules.ncgroups, v)
+                           : -EINVAL;
     if (strcmp(name, "max-targets") == 0) {
         if (parse_u64(v, 1, HP_MAX_TARGETS, &n) != 0)
             return -EINVAL;
@@ -181,6 +199,8 @@ static int set_option(struct options *o, const char *name, const char *v)
         return set_path(o->config_path, sizeof(o->config_path), v);
     if (strcmp(name, "probe-layout") == 0)
         return parse_layout(v, &o->layout);
+    if (strcmp(name, "sampler") == 0)
+        return sampler_parse(v, &o->sampler);
     if (strcmp(name, "unix") == 0)
         return v[0] == '/' ? set_path(o->unix_path, sizeof(o->unix_path), v) : -EINVAL;
     if (strcmp(name, "token-file") == 0)
@@ -191,10 +211,18 @@ static int set_option(struct options *o, const char *name, const char *v)
         o->unwind_fp_only = strcmp(v, "fp") == 0;
         return 0;
     }
-    if (strcmp(name, "allow-remote") == 0) {
-        if (strcmp(v, "yes") != 0 && strcmp(v, "no") != 0)
+    if (strcmp(name, "allow-remote") == 0)
+        return set_yes_no(&o->allow_remote, v);
+    if (strcmp(name, "open-loopback") == 0)
+        return set_yes_no(&o->open_loopback, v);
+    if (strcmp(name, "trust-uid") == 0)
+        return access_trust_add_uid(&o->trust, v);
+    if (strcmp(name, "trust-group") == 0)
+        return access_trust_add_group(&o->trust, v);
+    if (strcmp(name, "max-targets-per-uid") == 0) {
+        if (parse_u64(v, 1, HP_MAX_TARGETS, &n) != 0)
             return -EINVAL;
-        o->allow_remote = strcmp(v, "yes") == 0;
+        o->max_targets_per_uid = (size_t)n;
         return 0;
     }
     uint32_t *size = strcmp(name, "max-stacks") == 0    ? &o->map_sizes.stacks
@@ -218,8 +246,13 @@ static void bad_value(char *err, size_t errlen, const char *where, const char *n
                       const char *v, int e)
 {
     if (e == -ENOSPC) {
+        int most = TARGET_RULES_MAX;
+        if (strcmp(name, "pid") == 0)
+            most = HP_MAX_TARGETS;
+        else if (strncmp(name, "trust-", 6) == 0)
+            most = ACCESS_MAX_TRUSTED;
         snprintf(err, errlen, "%s%s: too many given, '%.64s' does not fit (at most %d)", where,
-                 name, v, strcmp(name, "pid") == 0 ? HP_MAX_TARGETS : TARGET_RULES_MAX);
+                 name, v, most);
         return;
     }
     const char *wants = "a valid value";
@@ -298,6 +331,32 @@ static void set_defaults(struct options *o)
     snprintf(o->pin_dir, sizeof(o->pin_dir), "%s", OPTIONS_DEFAULT_PIN_DIR);
 }
 
+int options_check(const struct options *o, char *err, size_t errlen)
+{
+    /* A remote caller has no peer uid to check: the token is all there is. */
+    if (o->allow_remote && !o->token_file[0]) {
+        snprintf(err, errlen, "allow-remote needs token-file: a remote caller has no uid to "
+                 "check, so only a bearer token can say who it is");
+        return -EINVAL;
+    }
+    if (o->open_loopback && o->token_file[0]) {
+        snprintf(err, errlen, "open-loopback and token-file contradict each other: with a "
+                 "token every TCP caller must present it");
+        return -EINVAL;
+    }
+    return 0;
+}
+
+/* The per-uid cap when it is not set: a share of max-targets. */
+static void derive_per_uid_cap(struct options *o)
+{
+    if (!o->max_targets_per_uid) {
+        o->max_targets_per_uid = o->max_targets / OPTIONS_DEFAULT_PER_UID_SHARE;
+        if (o->max_targets_per_uid == 0)
+            o->max_targets_per_uid = 1;
+    }
+}
+
 int options_parse(int argc, char **argv, struct options *o, char *err, size_t errlen)
 {
     static const struct option longopts[] = {
@@ -312,9 +371,14 @@ int options_parse(int argc, char **argv, struct options *o, char *err, size_t er
         {"pin-dir", required_argument, NULL, 0},
         {"config", required_argument, NULL, 0},
         {"probe-layout", required_argument, NULL, 0},
+        {"sampler", required_argument, NULL, 0},
         {"unix", required_argument, NULL, 0},
         {"token-file", required_argument, NULL, 0},
         {"allow-remote", optional_argument, NULL, 0},
+        {"open-loopback", optional_argument, NULL, 0},
+        {"trust-uid", required_argument, NULL, 0},
+        {"trust-group", required_argument, NULL, 0},
+        {"max-targets-per-uid", required_argument, NULL, 0},
         {"unwind", required_argument, NULL, 0},
         {"max-stacks", required_argument, NULL, 0},
         {"max-counts", required_argument, NULL, 0},
@@ -347,7 +411,7 @@ int options_parse(int argc, char **argv, struct options *o, char *err, size_t er
                 }
                 continue;
             }
-            /* A flag without a value (--allow-remote) means yes. */
+            /* A flag without a value (--allow-remote, --open-loopback) means yes. */
             const char *value = optarg ? optarg : "yes";
             int r = strcmp(name, "config") != 0 ? set_option(o, name, value) : 0;
             if (r) {
@@ -362,6 +426,7 @@ int options_parse(int argc, char **argv, struct options *o, char *err, size_t er
         snprintf(err, errlen, "unexpected argument '%s'", argv[optind]);
         return -EINVAL;
     }
+    derive_per_uid_cap(o);
     return 0;
 }
 

@@ -4,7 +4,8 @@
  * Every command-line flag has a config-file equivalent: a line `name =
  * value` with the flag's name without dashes (docs/configuration.md).
  * Flags given on the command line are applied after the file, so they win;
- * repeatable ones (pid, comm, exe, cgroup) add to the file's.
+ * repeatable ones (pid, comm, exe, cgroup, trust-uid, trust-group) add to
+ * the file's.
  *
  * Ownership: a `struct options` owns its strings; free with options_free().
  */
@@ -16,8 +17,10 @@
 #include <stdio.h>
 #include <sys/types.h>
 
+#include "access.h"
 #include "bpf_state.h"
 #include "hp_limits.h"
+#include "sampler_choice.h"
 #include "target_rules.h"
 
 /* Default cap on processes profiled at once: each costs a few probes and
@@ -30,6 +33,9 @@
 #define OPTIONS_DEFAULT_IDLE_DETACH_NS (10 * 60 * 1000000000ull)
 /* The longest --idle-detach: 30 days. */
 #define OPTIONS_MAX_IDLE_DETACH_NS (720 * 3600 * 1000000000ull)
+/* Default share of max-targets one untrusted caller may hold: 1/8 (32 of
+ * 256), so that at least eight users fill the table, not one. */
+#define OPTIONS_DEFAULT_PER_UID_SHARE 8
 /* Default pin directory of the BPF maps (see docs/operations.md). */
 #define OPTIONS_DEFAULT_PIN_DIR "/sys/fs/bpf/heapprofd"
 
@@ -42,14 +48,18 @@ struct options {
     size_t npids;
     struct target_rule_set rules; /* --comm, --exe, --cgroup */
     size_t max_targets;        /* processes profiled at once */
+    size_t max_targets_per_uid; /* of which attached for one untrusted uid */
     uint64_t idle_detach_ns;   /* a request holds a process this long (0: for ever) */
     char pin_dir[256];         /* "" : maps are not pinned */
     char config_path[256];     /* "" : no config file */
     char unix_path[108];       /* "" : no unix socket listener */
     char token_file[256];      /* "" : no bearer token required */
     int allow_remote;          /* a non-loopback --listen address is allowed */
+    int open_loopback;         /* TCP callers are not identified: all trusted */
+    struct access_trust trust; /* --trust-uid, --trust-group */
     int unwind_fp_only;        /* --unwind fp: no CFI tables, frame pointers only */
     enum probe_layout layout;  /* LAYOUT_AUTO unless --probe-layout says */
+    enum sampler_kind sampler; /* --sampler: uprobe (default) or inprocess */
     struct bpf_map_sizes map_sizes; /* --max-stacks etc.; 0: hp_limits.h's */
     int show_help;
 };
@@ -60,6 +70,13 @@ struct options {
  * one-line reason in `err` naming the file and line.
  */
 int options_parse(int argc, char **argv, struct options *o, char *err, size_t errlen);
+
+/*
+ * Refuses settings that contradict each other, each valid alone:
+ * allow-remote without token-file (a remote caller has no uid to check),
+ * open-loopback with token-file. -EINVAL with a one-line reason.
+ */
+int options_check(const struct options *o, char *err, size_t errlen);
 
 /* Frees the strings of `o`. */
 void options_free(struct options *o);

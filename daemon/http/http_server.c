@@ -20,6 +20,7 @@
 
 #include "access.h"
 #include "clock.h"
+#include "http_caller.h"
 #include "metrics.h"
 #include "net_addr.h"
 #include "pprof.h"
@@ -29,17 +30,21 @@
 #include "targets_json.h"
 #include "web_assets.h"
 
-/* One listening socket and what its requests may do. */
+/* One listening socket and how its callers are identified. */
 struct listener {
     struct daemon_ctx *ctx;
-    int is_unix;            /* peers identified by SO_PEERCRED */
+    enum access_via via;    /* tcp (peer uid), unix, token or open-loopback */
     const char *token;      /* required bearer token, or NULL */
+    const struct access_trust *trust;
+    struct caller token_caller; /* who presents the token: trusted, no uid */
+    char name[128];         /* "127.0.0.1:6060" or the socket path, for the audit */
     struct MHD_Daemon *mhd;
 };
 
 struct http_server {
     struct listener tcp;
     struct listener unix_sock;
+    struct access_trust trust;
     char token[ACCESS_MAX_TOKEN + 1];
     char unix_path[108];
 };
@@ -103,6 +108,7 @@ static unsigned status_of(int e)
     case -EPERM:
         return MHD_HTTP_FORBIDDEN;
     case -ENOSPC:
+    case -EDQUOT:
     case -EAGAIN:
     case -ENODEV: /* BPF unavailable */
         return MHD_HTTP_SERVICE_UNAVAILABLE;
@@ -206,14 +212,15 @@ static enum MHD_Result serve_web_asset(struct MHD_Connection *conn, const struct
     return ret;
 }
 
-/* GET /debug/pprof/: the profiled processes, with links. */
-static enum MHD_Result serve_index(struct daemon_ctx *ctx, struct MHD_Connection *conn)
+/* GET /debug/pprof/: the profiled processes `who` may profile, with links. */
+static enum MHD_Result serve_index(struct daemon_ctx *ctx, struct MHD_Connection *conn,
+                                   const struct caller *who)
 {
     struct pprof_buf b = {0};
     static const char head[] = "<html><head><title>heapprofd</title></head><body>\n"
                                "<p>Heap profiles of processes (add ?pid=N to profile another)</p>\n"
                                "<table><tr><th>pid</th><th>command</th><th>allocator</th>"
-                               "<th>held by</th><th>detached in</th><th>cost</th>"
+                               "<th>sampler</th><th>held by</th><th>detached in</th><th>cost</th>"
                                "<th>profiles</th></tr>\n";
     int e = pprof_buf_append(&b, head, sizeof(head) - 1);
     size_t n = 0;
@@ -224,9 +231,12 @@ static enum MHD_Result serve_index(struct daemon_ctx *ctx, struct MHD_Connection
     }
     uint64_t now = monotonic_ns();
     for (size_t i = 0; i < n && i < HP_MAX_TARGETS && e == 0; i++) {
-        char row[2048], comm[80], alloc[600], held[64], until[32], cost[256];
+        if (access_may_profile(who, info[i].pid) != 0)
+            continue;
+        char row[2048], comm[80], alloc[600], held[64], until[32], cost[256], note[600];
         html_escape(comm, sizeof(comm), info[i].comm);
         html_escape(alloc, sizeof(alloc), info[i].allocator);
+        html_escape(note, sizeof(note), info[i].sampler_note);
         holders_describe(&info[i].holders, now, held, sizeof(held));
         uint64_t end = holders_until(&info[i].holders, now);
         if (end == HOLD_FOREVER)
@@ -237,11 +247,13 @@ static enum MHD_Result serve_index(struct daemon_ctx *ctx, struct MHD_Connection
                             sizeof(cost));
         int len = snprintf(row, sizeof(row),
                            "<tr><td>%d</td><td>%s</td><td>%s (%zu functions, %zu on "
-                           "emulated instructions)</td><td>%s</td><td>%s</td><td>%s</td><td>"
+                           "emulated instructions)</td><td>%s%s%s</td><td>%s</td><td>%s</td>"
+                           "<td>%s</td><td>"
                            "<a href=\"heap?pid=%d\">heap</a> <a href=\"allocs?pid=%d\">allocs</a> "
                            "<a href=\"heap?pid=%d&amp;debug=1\">text</a></td></tr>\n",
-                           (int)info[i].pid, comm, alloc, info[i].nfuncs, info[i].emulated, held,
-                           until, cost, (int)info[i].pid, (int)info[i].pid, (int)info[i].pid);
+                           (int)info[i].pid, comm, alloc, info[i].nfuncs, info[i].emulated,
+                           info[i].sampler, note[0] ? ": not inprocess, " : "", note, held, until,
+                           cost, (int)info[i].pid, (int)info[i].pid, (int)info[i].pid);
         e = pprof_buf_append(&b, row, len < (int)sizeof(row) ? (size_t)len : sizeof(row) - 1);
     }
     free(info);
@@ -255,11 +267,12 @@ static enum MHD_Result serve_index(struct daemon_ctx *ctx, struct MHD_Connection
     return respond(conn, MHD_HTTP_OK, (char *)b.data, b.len, "text/html; charset=utf-8");
 }
 
-/* GET /metrics. */
-static enum MHD_Result serve_metrics(struct daemon_ctx *ctx, struct MHD_Connection *conn)
+/* GET /metrics, with the per-process series of the processes `who` may profile. */
+static enum MHD_Result serve_metrics(struct daemon_ctx *ctx, struct MHD_Connection *conn,
+                                     const struct caller *who)
 {
     struct pprof_buf b = {0};
-    int e = metrics_write(ctx, &b);
+    int e = metrics_write(ctx, who, &b);
     if (e) {
         char err[128];
         snprintf(err, sizeof(err), "write the metrics: %s", strerror(-e));
@@ -292,32 +305,32 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
         return respond_text(ctx, conn, MHD_HTTP_METHOD_NOT_ALLOWED, "only GET is served");
     if (strcmp(url, "/healthz") == 0)
         return respond_text(ctx, conn, MHD_HTTP_OK, "ok");
-    struct caller who = {0};
-    if (l->is_unix) {
-        const union MHD_ConnectionInfo *ci =
-            MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
-        if (!ci || access_peer_credentials(ci->connect_fd, &who) != 0)
-            return respond_text(ctx, conn, MHD_HTTP_FORBIDDEN, "peer credentials unknown");
-    } else if (l->token) {
+    const struct caller *who = &l->token_caller;
+    if (l->via == ACCESS_VIA_TOKEN) {
         const char *auth = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Authorization");
         if (!access_token_matches(auth, l->token))
             return respond_unauthorized(ctx, conn);
+    } else {
+        const char *why;
+        who = http_caller_of(conn, l->via, l->trust, l->name, &why);
+        if (!who)
+            return respond_text(ctx, conn, MHD_HTTP_FORBIDDEN, why);
     }
     if (strcmp(url, "/metrics") == 0)
-        return serve_metrics(ctx, conn);
+        return serve_metrics(ctx, conn, who);
     if (strcmp(url, "/debug/pprof/") == 0 || strcmp(url, "/debug/pprof") == 0) {
         const char *format = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "format");
         if (format && strcmp(format, "json") == 0)
-            return serve_index_json(ctx, conn, &who);
+            return serve_index_json(ctx, conn, who);
         if (format && strcmp(format, "html") != 0)
             return respond_text(ctx, conn, MHD_HTTP_BAD_REQUEST,
                                 "bad format for the index: want json or html");
-        return serve_index(ctx, conn);
+        return serve_index(ctx, conn, who);
     }
     if (strcmp(url, "/debug/pprof/heap") == 0)
-        return serve_profile(ctx, conn, &who, 0);
+        return serve_profile(ctx, conn, who, 0);
     if (strcmp(url, "/debug/pprof/allocs") == 0)
-        return serve_profile(ctx, conn, &who, 1);
+        return serve_profile(ctx, conn, who, 1);
     const struct web_asset *asset = web_asset_find(url);
     if (asset)
         return serve_web_asset(conn, asset);
@@ -332,6 +345,7 @@ static int start_listener(struct listener *l, int fd)
 {
     unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL_INTERNAL_THREAD;
     l->mhd = MHD_start_daemon(flags, 0, NULL, NULL, handle, l, MHD_OPTION_LISTEN_SOCKET, fd,
+                              MHD_OPTION_NOTIFY_CONNECTION, http_caller_notify, NULL,
                               MHD_OPTION_CONNECTION_LIMIT, (unsigned)HTTP_MAX_CONNECTIONS,
                               MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)HTTP_IDLE_TIMEOUT,
                               MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)HTTP_CONNECTION_MEMORY,
@@ -412,9 +426,17 @@ int http_server_start(struct daemon_ctx *ctx, const struct http_listen *how,
     if (!s)
         return -ENOMEM;
     s->tcp.ctx = s->unix_sock.ctx = ctx;
+    if (how->trust)
+        s->trust = *how->trust;
+    s->tcp.trust = s->unix_sock.trust = &s->trust;
+    snprintf(s->tcp.name, sizeof(s->tcp.name), "%s:%u", how->host, (unsigned)how->port);
+    s->tcp.via = how->open_loopback ? ACCESS_VIA_OPEN_LOOPBACK : ACCESS_VIA_TCP;
     if (how->token) {
         snprintf(s->token, sizeof(s->token), "%s", how->token);
         s->tcp.token = s->token;
+        s->tcp.via = ACCESS_VIA_TOKEN;
+        s->tcp.token_caller =
+            (struct caller){.via = ACCESS_VIA_TOKEN, .listener = s->tcp.name, .trusted = 1};
     }
     int fd = open_tcp_socket(&ss, how->host, how->port, err, errlen);
     int e = fd < 0 ? fd : start_listener(&s->tcp, fd);
@@ -429,7 +451,8 @@ int http_server_start(struct daemon_ctx *ctx, const struct http_listen *how,
     }
     if (how->unix_path) {
         fd = open_unix_socket(how->unix_path, err, errlen);
-        s->unix_sock.is_unix = 1;
+        s->unix_sock.via = ACCESS_VIA_UNIX;
+        snprintf(s->unix_sock.name, sizeof(s->unix_sock.name), "%s", how->unix_path);
         e = fd < 0 ? fd : start_listener(&s->unix_sock, fd);
         if (e) {
             if (fd >= 0) {

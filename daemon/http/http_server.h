@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "access.h"
 #include "daemon_ctx.h"
 
 /* Most connections served at once; more wait in the kernel's backlog. */
@@ -30,6 +31,8 @@ struct http_listen {
     int allow_remote;       /* a non-loopback host is refused unless set */
     const char *token;      /* TCP requests need "Authorization: Bearer TOKEN"; NULL: none */
     const char *unix_path;  /* a unix socket listener too (peer credentials); NULL: none */
+    const struct access_trust *trust; /* trusted besides root (copied); NULL: none */
+    int open_loopback;      /* TCP callers are not identified: all trusted */
 };
 
 /* Starts serving; -errno with a reason in `err` if it cannot. */

@@ -86,6 +86,10 @@ static int value_forks_unprofiled(struct pprof_buf *out, const struct target_row
     return pprof_buf_printf(out, " %llu\n", (unsigned long long)r->info->forks_unprofiled);
 }
 
+/* Writes whole lines of one family for one target (labels of its own). */
+typedef int (*target_lines_fn)(struct pprof_buf *out, const char *name, const char *labels,
+                               const struct target_row *r);
+
 /* One line per reason that holds the target: {pid, comm, reason} 1. */
 static int lines_held(struct pprof_buf *out, const char *name, const char *labels,
                       const struct target_row *r)
@@ -98,32 +102,50 @@ static int lines_held(struct pprof_buf *out, const char *name, const char *label
     return e;
 }
 
-/* The per-target families, each contiguous as the text format wants. */
+/* Its sampler, and why not the in-process one when it was asked for and
+ * could not be used: {pid, comm, sampler, reason} 1. */
+static int lines_sampler(struct pprof_buf *out, const char *name, const char *labels,
+                         const struct target_row *r)
+{
+    char reason[512];
+    label_escape(reason, sizeof(reason), r->info->sampler_note);
+    return pprof_buf_printf(out, "heapprofd_%s{%s,sampler=\"%s\",reason=\"%s\"} 1\n", name,
+                            labels, r->info->sampler, reason);
+}
+
+/* The per-target families, each contiguous as the text format wants: a
+ * value after the {pid, comm} labels, or lines with labels of their own. */
 static const struct {
     const char *name, *type, *help;
-    target_value_fn value; /* NULL: lines_held */
+    target_value_fn value;
+    target_lines_fn lines;
 } target_families[] = {
-    {"target_inuse_bytes", "gauge", "Estimated bytes in use, per profiled process.", value_inuse},
+    {"target_inuse_bytes", "gauge", "Estimated bytes in use, per profiled process.", value_inuse, NULL},
     {"target_allocated_bytes_total", "counter",
-     "Estimated bytes allocated since attach, per profiled process.", value_allocated},
+     "Estimated bytes allocated since attach, per profiled process.", value_allocated, NULL},
     {"target_probe_hits_total", "counter",
-     "Probe runs (traps into the kernel) in the process since attach.", value_hits},
+     "Probe runs (traps into the kernel) in the process since attach.", value_hits, NULL},
     {"target_added_cpu_seconds_total", "counter",
      "Estimated CPU time heapprofd's probes added to the process since attach (probe hits "
-     "times the calibrated cost of one).", value_added_cpu},
+     "times the calibrated cost of one).", value_added_cpu, NULL},
     {"target_held", "gauge",
      "Why the process is profiled: pid, rule, fork, request or window (one series each).",
-     NULL},
+     NULL, lines_held},
+    {"target_sampler", "gauge",
+     "The sampler of each profiled process (reason: why the in-process sampler was not used).",
+     NULL, lines_sampler},
     {"target_detach_in_seconds", "gauge",
      "Seconds until the process is detached unless asked for again (+Inf: held while it runs).",
-     value_detach_in},
+     value_detach_in, NULL},
     {"target_forks_unprofiled_total", "counter",
      "Children the process forked that could not be profiled (--max-targets); they run with "
-     "its probes, unprofiled.", value_forks_unprofiled},
+     "its probes, unprofiled.", value_forks_unprofiled, NULL},
 };
 
-/* Per profiled process: its estimated bytes, its cost, why it is held. */
-static int write_target_metrics(struct daemon_ctx *ctx, struct pprof_buf *out)
+/* Per profiled process `who` may profile: its estimated bytes, its cost,
+ * why it is held, its sampler. */
+static int write_target_metrics(struct daemon_ctx *ctx, const struct caller *who,
+                                struct pprof_buf *out)
 {
     struct target_info *info = calloc(HP_MAX_TARGETS, sizeof(*info));
     uint32_t *tgids = calloc(HP_MAX_TARGETS, sizeof(*tgids));
@@ -132,6 +154,11 @@ static int write_target_metrics(struct daemon_ctx *ctx, struct pprof_buf *out)
     size_t n = e ? 0 : targets_list(ctx->targets, info, HP_MAX_TARGETS);
     if (n > HP_MAX_TARGETS)
         n = HP_MAX_TARGETS;
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (access_may_profile(who, info[i].pid) == 0)
+            info[k++] = info[i];
+    n = k;
     for (size_t i = 0; i < n; i++)
         tgids[i] = (uint32_t)info[i].pid;
     if (e == 0)
@@ -147,8 +174,8 @@ static int write_target_metrics(struct daemon_ctx *ctx, struct pprof_buf *out)
             label_escape(comm, sizeof(comm), info[i].comm);
             snprintf(labels, sizeof(labels), "pid=\"%d\",comm=\"%s\"", (int)info[i].pid, comm);
             struct target_row r = {.info = &info[i], .totals = &totals[i], .now = now};
-            if (!target_families[f].value) {
-                e = lines_held(out, target_families[f].name, labels, &r);
+            if (target_families[f].lines) {
+                e = target_families[f].lines(out, target_families[f].name, labels, &r);
                 continue;
             }
             e = pprof_buf_printf(out, "heapprofd_%s{%s}", target_families[f].name, labels);
@@ -248,6 +275,31 @@ static int write_bpf_metrics(struct daemon_ctx *ctx, struct pprof_buf *out)
     return e;
 }
 
+/* The in-process sampler's fallbacks and the stops of its last injection
+ * and restore. */
+static int write_inprocess_counters(struct daemon_ctx *ctx, struct pprof_buf *out)
+{
+    pthread_mutex_lock(&ctx->targets->lock);
+    unsigned long long fallbacks = ctx->targets->inprocess_fallbacks;
+    unsigned long long inject_ns = ctx->targets->last_inject_stop_ns;
+    pthread_mutex_unlock(&ctx->targets->lock);
+    unsigned long long restore_ns =
+        __atomic_load_n(&ctx->targets->last_restore_stop_ns, __ATOMIC_RELAXED);
+    int e = emit_metric(out, "inprocess_fallbacks_total", "counter",
+                        "Processes given uprobes because the in-process sampler could not be "
+                        "used (the reason is in heapprofd_target_sampler).",
+                        fallbacks);
+    if (e == 0)
+        e = pprof_buf_printf(out,
+                             "# HELP heapprofd_inprocess_stop_seconds How long the last process "
+                             "was stopped to inject the in-process sampler, and to restore it.\n"
+                             "# TYPE heapprofd_inprocess_stop_seconds gauge\n"
+                             "heapprofd_inprocess_stop_seconds{at=\"attach\"} %.6f\n"
+                             "heapprofd_inprocess_stop_seconds{at=\"detach\"} %.6f\n",
+                             inject_ns / 1e9, restore_ns / 1e9);
+    return e;
+}
+
 /* The target table's counters; nothing when BPF is unavailable. */
 static int write_target_counters(struct daemon_ctx *ctx, struct pprof_buf *out)
 {
@@ -302,6 +354,8 @@ static int write_target_counters(struct daemon_ctx *ctx, struct pprof_buf *out)
                              "# TYPE heapprofd_probe_layout gauge\n"
                              "heapprofd_probe_layout{layout=\"%s\"} 1\n",
                              bpf_state_layout_name(ctx->bpf->layout));
+    if (e == 0)
+        e = write_inprocess_counters(ctx, out);
     return e;
 }
 
@@ -398,7 +452,7 @@ static int write_symbol_cache_metrics(struct daemon_ctx *ctx, struct pprof_buf *
     return e;
 }
 
-int metrics_write(struct daemon_ctx *ctx, struct pprof_buf *out)
+int metrics_write(struct daemon_ctx *ctx, const struct caller *who, struct pprof_buf *out)
 {
     int e =
         emit_metric(out, "bpf_up", "gauge", "1 if the BPF programs are loaded.", ctx->bpf != NULL);
@@ -411,7 +465,7 @@ int metrics_write(struct daemon_ctx *ctx, struct pprof_buf *out)
     if (e == 0)
         e = write_request_metrics(ctx, out);
     if (e == 0 && ctx->targets && ctx->bpf)
-        e = write_target_metrics(ctx, out);
+        e = write_target_metrics(ctx, who, out);
     if (e == 0 && ctx->watch)
         e = write_watch_metrics(ctx, out);
     if (e == 0 && ctx->cache)

@@ -117,6 +117,10 @@ static int put_target(struct pprof_buf *b, const struct target_info *t,
     if (e == 0)
         e = put_string(b, t->allocator);
     if (e == 0)
+        e = pprof_buf_printf(b, ", \"sampler\": \"%s\", \"sampler_note\": ", t->sampler);
+    if (e == 0)
+        e = put_string(b, t->sampler_note);
+    if (e == 0)
         e = pprof_buf_printf(b,
                 ", \"profiled_seconds\": %.3f, \"inuse_bytes\": %" PRId64
                 ", \"allocated_bytes\": %" PRIu64,

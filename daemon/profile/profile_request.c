@@ -19,7 +19,9 @@
 
 /* Makes sure process q->pid may be profiled by `who` and is attached, held
  * by this request: for its window (seconds=), or until --idle-detach
- * passes without another request. */
+ * passes without another request; within the caller's share of the
+ * targets if it is not trusted. An attach is logged with who asked (the
+ * audit line). */
 static int attach_for(struct daemon_ctx *ctx, const struct profile_query *q,
                       const struct caller *who, char *err, size_t errlen)
 {
@@ -29,11 +31,19 @@ static int attach_for(struct daemon_ctx *ctx, const struct profile_query *q,
         return -EACCES;
     }
     uint64_t now = monotonic_ns(), idle = targets_idle_ns(ctx->targets);
-    struct hold_request how = {.kind = HOLD_REQUEST, .until_ns = idle ? now + idle : HOLD_FOREVER};
-    if (q->seconds)
-        how = (struct hold_request){.kind = HOLD_WINDOW,
-                                    .until_ns = now + (uint64_t)q->seconds * 1000000000u};
-    return targets_hold(ctx->targets, q->pid, &how, err, errlen);
+    struct target_info attached;
+    struct hold_request how = {.kind = HOLD_REQUEST,
+                               .until_ns = idle ? now + idle : HOLD_FOREVER,
+                               .owner = who->trusted ? NULL : &who->uid,
+                               .attached = &attached};
+    if (q->seconds) {
+        how.kind = HOLD_WINDOW;
+        how.until_ns = now + (uint64_t)q->seconds * 1000000000u;
+    }
+    int e = targets_hold(ctx->targets, q->pid, &how, err, errlen);
+    if (e == 0 && attached.pid)
+        access_audit_attach(stderr, who, attached.pid, attached.comm, attached.sampler);
+    return e;
 }
 
 /* Whether `pid` runs, is not a target, and has a kept profile: it was let
@@ -43,16 +53,16 @@ static int was_let_go(struct daemon_ctx *ctx, pid_t pid)
     struct holders h;
     uint64_t start_time;
     return proc_start_time(pid, &start_time) == 0 &&
-           !targets_holders_of(ctx->targets, pid, &h) &&
+           !targets_holders_of(ctx->targets, pid, &h, NULL) &&
            exited_profiles_has(ctx->exited, pid, start_time);
 }
 
 /* Whether a kept last profile answers `q`: only the plain cumulative views
- * are kept, and only root or a TCP caller may read one, as the process's
- * owner can no longer be checked. */
+ * are kept, and only a trusted caller may read one, as the process's owner
+ * can no longer be checked. */
 static int may_read_kept(const struct profile_query *q, const struct caller *who)
 {
-    return q->seconds == 0 && q->min_age_ns == 0 && (!who->via_unix || who->uid == 0);
+    return q->seconds == 0 && q->min_age_ns == 0 && who->trusted;
 }
 
 /* The kept last profile of q->pid, which exited, in the form asked for:

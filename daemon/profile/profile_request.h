@@ -28,7 +28,8 @@ struct profile_answer {
  * default sample type is alloc_space). 0 and *out, or -errno with a
  * one-line reason in `err`: -ENODEV (BPF unavailable), -EACCES (not the
  * caller's process), -ESRCH (no such process, and no kept last profile),
- * -ENOSPC (too many targets), and the errors of attaching and building.
+ * -ENOSPC (too many targets), -EDQUOT (an untrusted caller holds its share
+ * of the targets), and the errors of attaching and building.
  */
 int profile_request_answer(struct daemon_ctx *ctx, const struct profile_query *q,
                            const struct caller *who, int default_alloc, struct profile_answer *out,

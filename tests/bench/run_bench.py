@@ -18,6 +18,8 @@ configurations:
                      workload starts its measured loop;
   heapprofd-classic  the same with --probe-layout classic (perf-event
                      uprobe/uretprobe pairs, the fallback of older kernels);
+  heapprofd-inprocess  heapprofd with --sampler inprocess: the sampling
+                     decision inside the process, only sampled calls trap;
 and, unless --no-breakdown, two more
 that split heapprofd's cost above floor-emulated into its parts:
   floor-session      the same do-nothing entry probes in one uprobe session
@@ -51,8 +53,9 @@ heapprofd_last_detach_seconds. The harness waits for that detach before the
 next run, so no detach overlaps a measured loop.
 
 And (not with --no-sampled), in the same interleaving, 1 thread only:
-  heapprofd-every, heapprofd-classic-every  heapprofd with --sample-interval 1
-                     in each layout, every allocation sampled; minus the
+  heapprofd-every, heapprofd-classic-every, heapprofd-inprocess-every
+                     heapprofd with --sample-interval 1 in each layout and
+                     sampler, every allocation sampled; minus the
                      default-interval run of the same layout, that estimates
                      the cost of one sampled allocation (stack walk and map
                      updates, its return probe and its free included).
@@ -117,9 +120,12 @@ CONFIGS = {
     "heapprofd-idle": ("heapprofd", "idle", "cheap"),
     "heapprofd-every": ("heapprofd", "auto-every", "sampled"),
     "heapprofd-classic-every": ("heapprofd", "classic-every", "sampled"),
+    "heapprofd-inprocess": ("heapprofd", "inprocess", "bare"),
+    "heapprofd-inprocess-every": ("heapprofd", "inprocess-every", "sampled"),
 }
 # Every-allocation-sampled configuration -> its default-interval counterpart.
-SAMPLED = {"heapprofd-every": "heapprofd", "heapprofd-classic-every": "heapprofd-classic"}
+SAMPLED = {"heapprofd-every": "heapprofd", "heapprofd-classic-every": "heapprofd-classic",
+           "heapprofd-inprocess-every": "heapprofd-inprocess"}
 # Daemon key -> heapprofd arguments.
 DAEMONS = {
     "auto": [],
@@ -128,7 +134,11 @@ DAEMONS = {
     "idle": ["--idle-detach", "1s"],
     "auto-every": ["--sample-interval", "1"],
     "classic-every": ["--sample-interval", "1", "--probe-layout", "classic"],
+    "inprocess": ["--sampler", "inprocess"],
+    "inprocess-every": ["--sampler", "inprocess", "--sample-interval", "1"],
 }
+# Issue 14's target for the in-process sampler: ns added per pair at most.
+TARGET_INPROCESS_NS = 25.0
 
 
 # bpf(2): the syscall number on x86-64 and the command that turns run-time
@@ -506,6 +516,12 @@ def print_targets(thread_counts, medians, layout):
             print(f"targets, {threads} thread(s): added costs too small to compare")
             continue
         r1, r2 = hp / emu, classic / hp
+        if ("heapprofd-inprocess", threads) in medians:
+            ip = medians[("heapprofd-inprocess", threads)] - bare
+            print(f"targets, {threads} thread(s): the in-process sampler adds {ip:.1f} ns/pair "
+                  f"(target <= {TARGET_INPROCESS_NS:g}: "
+                  f"{'met' if ip <= TARGET_INPROCESS_NS else 'MISSED'}), "
+                  f"{(hp / ip) if ip > 0 else float('inf'):.0f}x less than the uprobe sampler")
         print(f"targets, {threads} thread(s): heapprofd ({layout}) adds {hp:.0f} ns/pair = "
               f"{r1:.2f}x floor-emulated's {emu:.0f} (target <= {TARGET_VS_EMULATED}: "
               f"{'met' if r1 <= TARGET_VS_EMULATED else 'MISSED'}); floor-classic adds "
@@ -574,7 +590,7 @@ def main():
     if args.breakdown:
         configs.append("floor-session")
     if args.heapprofd:
-        configs += ["heapprofd", "heapprofd-classic"]
+        configs += ["heapprofd", "heapprofd-classic", "heapprofd-inprocess"]
         if args.breakdown:
             configs.append("heapprofd-unsampled")
         if supports(args.heapprofd, "--idle-detach"):

@@ -159,6 +159,13 @@ class Daemon:
         # multi) as well as the best one the kernel offers.
         if os.environ.get("HEAPPROFD_PROBE_LAYOUT"):
             cmd += ["--probe-layout", os.environ["HEAPPROFD_PROBE_LAYOUT"]]
+        # HEAPPROFD_SAMPLER runs a test with the in-process sampler too.
+        # A target that silently fell back to uprobes would pass such a test
+        # without testing the in-process sampler: __exit__ fails then.
+        self.forced_sampler = None
+        if os.environ.get("HEAPPROFD_SAMPLER") and "--sampler" not in cmd:
+            cmd += ["--sampler", os.environ["HEAPPROFD_SAMPLER"]]
+            self.forced_sampler = os.environ["HEAPPROFD_SAMPLER"]
         self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                      stderr=subprocess.PIPE)
         self._reader = threading.Thread(target=self._read_stderr, daemon=True)
@@ -180,6 +187,12 @@ class Daemon:
             before = f"; the test had failed too: {first}" if exc is not None else ""
             raise Failure(f"heapprofd reported a sanitizer error (exit status "
                           f"{self.proc.returncode}){before}; stderr:\n{self.stderr()}")
+        fell_back = [int(m) for m in re.findall(r"pid (\d+): in-process sampler not used",
+                                                 self.stderr())]
+        if exc_type is None and self.forced_sampler == "inprocess" and \
+                any(pid in WORKLOAD_PIDS for pid in fell_back):
+            raise Failure("HEAPPROFD_SAMPLER=inprocess, but a workload fell back to uprobes; "
+                          f"stderr:\n{self.stderr()}")
         if exc_type is None and died is not None:
             raise Failure(f"heapprofd exited with status {died} during the test; "
                           f"stderr:\n{self.stderr()}")
@@ -364,6 +377,12 @@ EXACT_EXPECTED = {
 
 # --- Workloads ---------------------------------------------------------------
 
+# Every workload process this test started: a fallback from the in-process
+# sampler fails a HEAPPROFD_SAMPLER=inprocess run only for these (another
+# process, say one a load test asks for, may be traced by someone else).
+WORKLOAD_PIDS = set()
+
+
 class Workload:
     """A test workload (tests/workloads) speaking the ready/go/done handshake.
 
@@ -387,6 +406,7 @@ class Workload:
         check(m is not None, f"workload {name}: expected 'ready <pid>', got {line!r}")
         self.pid = int(m.group(1))
         check_equal(self.pid, self.proc.pid, f"workload {name}: pid in 'ready'")
+        WORKLOAD_PIDS.add(self.pid)
 
     def __enter__(self):
         return self

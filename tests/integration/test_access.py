@@ -1,46 +1,146 @@
-"""Who may profile what: the TCP listener binds loopback unless allowed,
-asks for a bearer token when one is configured (401 without it, /healthz
-exempt), refuses a token file others can read; the unix socket listener
-lets root profile any process and another user (created for the test) only
-its own, with 403 otherwise."""
+"""Who may profile what, tested with users and a group made for the test.
 
+On loopback TCP (IPv4 and IPv6) a caller is the owner uid of its socket
+(sock_diag): root profiles any process, another user only its own (403 on
+another's), a trust-group member or trust-uid any; the index, the
+all-process view and /metrics show each caller only its own processes; one
+untrusted uid may hold only --max-targets-per-uid targets; every attach is
+logged as an audit line; --open-loopback trusts every local caller and says
+so at start. A bearer token (--token-file) is required on TCP when
+configured and grants what trust grants; a non-loopback address needs
+--allow-remote, which needs a token. The unix socket listener identifies
+callers by SO_PEERCRED with the same rule.
+
+The accounts are named hpacc<pid of this run><letter>; the accounts of an
+earlier run that crashed (its pid gone) are removed first, so a run never
+trips over them and parallel runs never share them.
+"""
+
+import grp
 import os
 import pwd
+import re
 import subprocess
 import tempfile
-import time
 
 import heapprof_harness as h
 
-TEST_USER = f"hptest{os.getpid() % 100000}"
+PREFIX = "hpacc"
+TAG = f"{PREFIX}{os.getpid()}"
+PLAIN = f"{TAG}u"     # an ordinary user
+TRUSTED = f"{TAG}t"   # a member of GROUP
+GROUP = f"{TAG}g"     # the group a daemon is told to trust
+OUR_NAME = re.compile(rf"^{PREFIX}(\d+)[a-z]$")
+# How long a detach may take to free a slot: the scan runs every second;
+# the rest is headroom for a loaded machine (this is a wait, not a bound).
+REAP_TIMEOUT_S = 10.0
+# How long an audit line may take to reach us through the daemon's stderr.
+AUDIT_TIMEOUT_S = 5.0
 
 
-def as_user(uid, gid, argv):
-    """argv run as uid:gid with no supplementary groups."""
-    return ["setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups"] + argv
+def _run(argv):
+    """Runs an account command; fails with its stderr unless it succeeds."""
+    r = subprocess.run(argv, capture_output=True, timeout=60)
+    h.check(r.returncode == 0, f"{' '.join(argv)}: status {r.returncode}: "
+                               f"{r.stderr.decode('utf-8', 'replace').strip()}")
 
 
-def curl_unix(sock, path, uid=None, gid=None):
-    """GETs path over the unix socket, as uid:gid if given; returns (status, body)."""
-    argv = ["curl", "-s", "-o", "-", "-w", "\n%{http_code}", "--unix-socket", sock,
-            f"http://heapprofd{path}"]
-    if uid is not None:
-        argv = as_user(uid, gid, argv)
-    out = subprocess.run(argv, capture_output=True, timeout=30).stdout
-    body, _, code = out.rpartition(b"\n")
-    return int(code or 0), body
+def _stale(name):
+    """Whether `name` is one of ours from a run that is over: its pid runs no
+    test_access.py any more (or is this run's, which has made none yet: a
+    crashed run's pid reused)."""
+    m = OUR_NAME.match(name)
+    if not m:
+        return False
+    pid = int(m.group(1))
+    if pid == os.getpid():
+        return True
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return b"test_access.py" not in f.read()
+    except OSError:
+        return True
+
+
+def remove_stale_accounts():
+    """Removes the users and groups that earlier runs of this test left."""
+    for u in pwd.getpwall():
+        if _stale(u.pw_name):
+            subprocess.run(["userdel", "-f", u.pw_name], capture_output=True, timeout=60)
+    for g in grp.getgrall():
+        if _stale(g.gr_name):
+            subprocess.run(["groupdel", g.gr_name], capture_output=True, timeout=60)
+    left = [u.pw_name for u in pwd.getpwall() if _stale(u.pw_name)] + \
+           [g.gr_name for g in grp.getgrall() if _stale(g.gr_name)]
+    h.check(not left, f"accounts of an earlier run could not be removed: {left}")
+
+
+class Accounts:
+    """PLAIN, TRUSTED and GROUP (TRUSTED a member), for the tests of this
+    file; removed on the way out, whatever happened."""
+
+    def __enter__(self):
+        remove_stale_accounts()
+        try:
+            _run(["groupadd", "-r", GROUP])
+            for name, extra in ((PLAIN, []), (TRUSTED, ["-G", GROUP])):
+                _run(["useradd", "-r", "-M", "-U", "-s", "/usr/sbin/nologin"] + extra + [name])
+        except BaseException:
+            self.__exit__(None, None, None)
+            raise
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        for name in (PLAIN, TRUSTED):
+            subprocess.run(["userdel", "-f", name], capture_output=True, timeout=60)
+        for name in (GROUP, PLAIN, TRUSTED):  # user-private groups userdel may have left
+            subprocess.run(["groupdel", name], capture_output=True, timeout=60)
+        return False
+
+
+def user(name):
+    """The passwd entry of one of the test's users."""
+    return pwd.getpwnam(name)
+
+
+def as_user(name, argv):
+    """argv run as user `name`, with its groups from the user database."""
+    u = user(name)
+    return ["setpriv", f"--reuid={u.pw_uid}", f"--regid={u.pw_gid}", "--init-groups"] + argv
+
+
+def curl_as(name, url, extra=()):
+    """GETs url (TCP or, with --unix-socket in extra, a unix socket) with curl,
+    as user `name` or as root if None; returns (status, body)."""
+    argv = ["curl", "-s", "-g", "--noproxy", "*", "-o", "-", "-w", "\n%{http_code}",
+            *extra, url]
+    if name is not None:
+        argv = as_user(name, argv)
+    r = subprocess.run(argv, capture_output=True, timeout=60)
+    body, _, code = r.stdout.rpartition(b"\n")
+    h.check(code.isdigit() and int(code) != 0,
+            f"curl {url} as {name}: no answer (status {r.returncode}, {r.stderr!r})")
+    return int(code), body
 
 
 class UserWorkload:
-    """The exact workload run as another user (setpriv execs it in place)."""
+    """The exact workload run as one of the test's users (setpriv execs it
+    in place, so the pid it prints is the one started)."""
 
-    def __init__(self, uid, gid):
+    def __init__(self, name):
         path = os.path.join(h.WORKLOADS, "exact")
-        self.proc = subprocess.Popen(as_user(uid, gid, [path]), stdin=subprocess.PIPE,
+        self.proc = subprocess.Popen(as_user(name, [path]), stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE)
         line = self.proc.stdout.readline().decode().strip()
-        h.check(line.startswith("ready "), f"workload as uid {uid}: {line!r}")
+        h.check(line.startswith("ready "), f"workload as {name}: {line!r}")
         self.pid = int(line.split()[1])
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        self.close()
+        return False
 
     def run(self):
         self.proc.stdin.write(b"go\n")
@@ -48,17 +148,159 @@ class UserWorkload:
         h.check_equal(self.proc.stdout.readline().decode().strip(), "done", "workload line")
 
     def close(self):
-        self.proc.kill()
+        if self.proc.poll() is None:
+            self.proc.kill()
         self.proc.wait()
+
+
+def audit_lines(d, pid):
+    """The daemon's audit lines about attaching `pid`, once there is one (the
+    daemon logs before it answers, but its stderr is read by another thread
+    here); fails if none comes within AUDIT_TIMEOUT_S."""
+    def lines():
+        return [line for line in d.stderr().splitlines()
+                if line.startswith("heapprofd: audit: attach ") and f" pid={pid} " in line]
+    h.wait_until(lambda: lines(), AUDIT_TIMEOUT_S,
+                 lambda: f"an audit line of attaching pid {pid} in:\n{d.stderr()}")
+    return lines()
+
+
+def check_own_not_others(d, name, own, roots):
+    """`name` gets 200 with its functions on its own process and 403 with the
+    reason on root's; root gets 200 on both."""
+    status, body = curl_as(name, d.url(f"/debug/pprof/heap?pid={own.pid}"))
+    h.check_equal(status, 200, f"{name} attaching its own process: {body!r}")
+    own.run()
+    status, body = curl_as(name, d.url(f"/debug/pprof/heap?pid={own.pid}"))
+    h.check_equal(status, 200, f"{name} profiling its own process: {body!r}")
+    leaves = h.totals_by_leaf(h.decode(body).samples)
+    h.check_equal(leaves.get("alloc_small"), h.EXACT_EXPECTED["alloc_small"],
+                  f"{name}'s own profile, alloc_small")
+    status, body = curl_as(name, d.url(f"/debug/pprof/heap?pid={roots.pid}"))
+    h.check_equal(status, 403, f"{name} profiling root's process")
+    h.check_one_line_reason(body, "403 body")
+    h.check(f"uid {user(name).pw_uid} may not profile process {roots.pid}".encode() in body,
+            f"403 reason: {body!r}")
+    for pid in (own.pid, roots.pid):
+        h.check_equal(curl_as(None, d.url(f"/debug/pprof/heap?pid={pid}"))[0], 200,
+                      f"root profiling pid {pid}")
+
+
+def test_tcp_callers_profile_only_their_own_processes():
+    with h.Daemon("--sample-interval", "1") as d, h.Workload("exact") as roots, \
+            UserWorkload(PLAIN) as theirs:
+        check_own_not_others(d, PLAIN, theirs, roots)
+        lines = audit_lines(d, theirs.pid)
+        h.check_equal(len(lines), 1, f"audit lines of attaching pid {theirs.pid}: {lines}")
+        want = (f"sampler=uprobe uid={user(PLAIN).pw_uid} via=tcp listener=\"{d.address}\" "
+                "trusted=no")
+        h.check(want in lines[0], f"audit line {lines[0]!r} lacks {want!r}")
+        h.check(" comm=\"exact\" " in lines[0], f"audit line {lines[0]!r} names no comm")
+        h.check(any("uid=0 via=tcp" in line for line in audit_lines(d, roots.pid)),
+                f"no audit line of root attaching {roots.pid}: {d.stderr()}")
+
+
+def test_ipv6_loopback_callers_are_identified_too():
+    d = h.Daemon("--sample-interval", "1")
+    d.address = f"[::1]:{d.port}"
+    with d, h.Workload("exact") as roots, UserWorkload(PLAIN) as theirs:
+        check_own_not_others(d, PLAIN, theirs, roots)
+
+
+def test_trusted_callers_profile_any_process():
+    with tempfile.TemporaryDirectory() as tmp:
+        config = os.path.join(tmp, "heapprofd.conf")
+        with open(config, "w") as f:
+            f.write(f"trust-uid = {PLAIN}\n")
+        # A trust-group member (the flag), a trust-uid (the config key).
+        for args, name in ((["--trust-group", GROUP], TRUSTED), (["--config", config], PLAIN)):
+            with h.Daemon(*args) as d, h.Workload("exact") as roots:
+                status, body = curl_as(name, d.url(f"/debug/pprof/heap?pid={roots.pid}"))
+                h.check_equal(status, 200, f"{name} (trusted by {args}) on root's process: "
+                                           f"{body!r}")
+                h.check_equal(curl_as(name, d.url("/debug/pprof/"))[1].count(
+                    f"heap?pid={roots.pid}\"".encode()), 1, f"root's process in {name}'s index")
+                other = PLAIN if name == TRUSTED else TRUSTED
+                h.check_equal(curl_as(other, d.url(f"/debug/pprof/heap?pid={roots.pid}"))[0],
+                              403, f"{other} (not trusted by {args}) on root's process")
+                lines = audit_lines(d, roots.pid)
+                h.check(len(lines) == 1 and "trusted=yes" in lines[0] and
+                        f"uid={user(name).pw_uid} " in lines[0], f"audit lines: {lines}")
+
+
+def test_the_index_the_all_process_view_and_metrics_are_filtered_per_caller():
+    with h.Daemon("--sample-interval", "1") as d, h.Workload("exact") as roots, \
+            UserWorkload(PLAIN) as theirs:
+        for pid in (roots.pid, theirs.pid):
+            d.profile(f"/debug/pprof/heap?pid={pid}")
+        roots.run()
+        theirs.run()
+        rows = {who: curl_as(who, d.url("/debug/pprof/"))[1].decode() for who in (None, PLAIN)}
+        for who, pids in ((None, (roots.pid, theirs.pid)), (PLAIN, (theirs.pid,))):
+            shown = sorted(int(p) for p in re.findall(r"<tr><td>(\d+)</td>", rows[who]))
+            h.check_equal(shown, sorted(pids), f"pids in the index for {who or 'root'}")
+        status, body = curl_as(PLAIN, d.url("/debug/pprof/heap"))
+        h.check_equal(status, 200, "the all-process view for a user")
+        labelled = sorted(set(int(p) for p in re.findall(r"pid:\[(\d+)\]",
+                                                          h.pprof(body, "-raw").replace(" ", ""))))
+        h.check_equal(labelled, [theirs.pid], "pids in a user's all-process view")
+        for who, pids in ((None, {roots.pid, theirs.pid}), (PLAIN, {theirs.pid})):
+            status, body = curl_as(who, d.url("/metrics"))
+            h.check_equal(status, 200, f"/metrics for {who or 'root'}")
+            series = set(int(p) for p in re.findall(
+                r'^heapprofd_target_inuse_bytes\{pid="(\d+)"', body.decode(), re.M))
+            h.check_equal(series, pids, f"per-process series in /metrics for {who or 'root'}")
+
+
+def test_one_uid_may_hold_only_its_share_of_the_targets():
+    # --max-targets 8 and no --max-targets-per-uid: the default share, 8/8 = 1.
+    with h.Daemon("--max-targets", "8") as d, UserWorkload(PLAIN) as first, \
+            UserWorkload(PLAIN) as second, UserWorkload(PLAIN) as third:
+        h.check_equal(curl_as(PLAIN, d.url(f"/debug/pprof/heap?pid={first.pid}"))[0], 200,
+                      "a user's first process")
+        status, body = curl_as(PLAIN, d.url(f"/debug/pprof/heap?pid={second.pid}"))
+        h.check_equal(status, 503, "a user's second process, over its share")
+        h.check_one_line_reason(body, "503 body")
+        h.check(b"max-targets-per-uid" in body, f"503 reason: {body!r}")
+        h.check_equal(curl_as(None, d.url(f"/debug/pprof/heap?pid={second.pid}"))[0], 200,
+                      "root on the user's second process (root has no share)")
+        h.check_equal(curl_as(PLAIN, d.url(f"/debug/pprof/heap?pid={second.pid}"))[0], 200,
+                      "the user on its process root attached (not held by the user)")
+        first.close()  # once it is detached, the user's slot is free again
+        last = []
+
+        def third_attached():
+            last[:] = curl_as(PLAIN, d.url(f"/debug/pprof/heap?pid={third.pid}"))
+            return last[0] == 200
+
+        h.wait_until(third_attached, REAP_TIMEOUT_S,
+                     lambda: f"the user's third process once the first exited: {last}")
+
+
+def test_open_loopback_trusts_every_local_caller_and_says_so():
+    with h.Daemon("--open-loopback") as d, h.Workload("exact") as roots:
+        h.check(f"heapprofd: open-loopback: every local user may profile every process "
+                f"through {d.address}" in d.stderr(), f"no open-loopback line:\n{d.stderr()}")
+        h.check_equal(curl_as(PLAIN, d.url(f"/debug/pprof/heap?pid={roots.pid}"))[0], 200,
+                      "a user on root's process under --open-loopback")
+        lines = audit_lines(d, roots.pid)
+        h.check(len(lines) == 1 and "via=open-loopback" in lines[0] and "trusted=yes" in lines[0]
+                and f"uid={user(PLAIN).pw_uid} " in lines[0], f"audit lines: {lines}")
+
+
+def write_token_file(tmp, token):
+    """A token file of mode 0600 in tmp; returns its path."""
+    path = os.path.join(tmp, "token")
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o600)
+    os.write(fd, (token + "\n").encode())
+    os.close(fd)
+    return path
 
 
 def test_a_token_is_required_on_tcp_when_configured():
     with tempfile.TemporaryDirectory() as tmp:
-        token_file = os.path.join(tmp, "token")
         token = "s3cret-token-of-the-test-0123456789"
-        fd = os.open(token_file, os.O_WRONLY | os.O_CREAT, 0o600)
-        os.write(fd, (token + "\n").encode())
-        os.close(fd)
+        token_file = write_token_file(tmp, token)
         with h.Daemon("--token-file", token_file) as d, h.Workload("exact") as w:
             status, body = d.get("/metrics")
             h.check_equal(status, 401, "/metrics without a token")
@@ -70,6 +312,10 @@ def test_a_token_is_required_on_tcp_when_configured():
             h.check_equal(r.status, 200, "profile with the token")
             r = h.request_with_headers(d.url("/metrics"), {"Authorization": "Bearer wrong"})
             h.check_equal(r.status, 401, "a wrong token")
+            # The token grants what trust grants, whoever presents it.
+            status, _ = curl_as(PLAIN, d.url(f"/debug/pprof/allocs?pid={w.pid}"),
+                                ["-H", f"Authorization: Bearer {token}"])
+            h.check_equal(status, 200, "a user with the token on root's process")
         # A token others can read is refused at start.
         os.chmod(token_file, 0o644)
         proc = subprocess.run([h.HEAPPROFD, "--listen", f"127.0.0.1:{h.free_port()}",
@@ -79,67 +325,76 @@ def test_a_token_is_required_on_tcp_when_configured():
                 f"a world-readable token file: rc {proc.returncode}, {proc.stderr!r}")
 
 
-def test_a_non_loopback_address_needs_allow_remote():
-    proc = subprocess.run([h.HEAPPROFD, "--listen", f"0.0.0.0:{h.free_port()}",
-                           "--pin-dir", "none"], capture_output=True, timeout=30)
-    h.check(proc.returncode != 0 and b"not a loopback address" in proc.stderr,
-            f"--listen 0.0.0.0: rc {proc.returncode}, {proc.stderr!r}")
-    port = h.free_port()
-    d = subprocess.Popen([h.HEAPPROFD, "--listen", f"0.0.0.0:{port}", "--pin-dir", "none",
-                          "--allow-remote"], stderr=subprocess.PIPE)
-    try:
-        deadline = time.monotonic() + 10
-        status = 0
-        while time.monotonic() < deadline and status != 200:
-            time.sleep(0.2)
-            try:
-                status, _ = h.get(f"http://127.0.0.1:{port}/healthz")
-            except Exception:
-                status = 0
-        h.check_equal(status, 200, "/healthz of a daemon allowed to listen on 0.0.0.0")
-    finally:
-        d.terminate()
-        d.wait(timeout=10)
+def check_contradiction(args, names):
+    """heapprofd with args exits with status 2 (settings that contradict
+    each other: a restart would not help) naming `names`, without serving."""
+    r = subprocess.run([h.HEAPPROFD, "--pin-dir", "none", *args], capture_output=True,
+                       text=True, timeout=30)
+    h.check(r.returncode == 2 and all(n in r.stderr for n in names)
+            and "listening on" not in r.stderr,
+            f"heapprofd {' '.join(args)}: expected status 2 naming {names}; got "
+            f"{r.returncode}: {r.stderr}")
+
+
+def test_a_remote_listener_needs_allow_remote_and_a_token():
+    h.check_refuses(["--listen", f"0.0.0.0:{h.free_port()}"], "--listen 0.0.0.0",
+                    names=["not a loopback address"])
+    check_contradiction(["--listen", f"0.0.0.0:{h.free_port()}", "--allow-remote"],
+                        ["allow-remote needs token-file"])
+    with tempfile.TemporaryDirectory() as tmp:
+        token = "another-token-of-the-test-0123456789"
+        token_file = write_token_file(tmp, token)
+        check_contradiction(["--open-loopback", "--token-file", token_file], ["contradict"])
+        d = h.Daemon("--allow-remote", "--token-file", token_file)
+        d.address = f"0.0.0.0:{d.port}"
+        with d:
+            local = f"http://127.0.0.1:{d.port}"
+            h.check_equal(h.get(f"{local}/healthz")[0], 200, "/healthz on 0.0.0.0")
+            h.check_equal(h.get(f"{local}/debug/pprof/")[0], 401, "the index without the token")
+            r = h.request_with_headers(f"{local}/debug/pprof/",
+                                       {"Authorization": f"Bearer {token}"})
+            h.check_equal(r.status, 200, "the index with the token on 0.0.0.0")
 
 
 def test_unix_socket_callers_profile_only_their_own_processes():
-    subprocess.run(["useradd", "-r", "-M", "-s", "/usr/sbin/nologin", TEST_USER], check=True)
-    try:
-        user = pwd.getpwnam(TEST_USER)
-        with tempfile.TemporaryDirectory() as tmp:
-            os.chmod(tmp, 0o755)
-            sock = os.path.join(tmp, "heapprofd.sock")
-            with h.Daemon("--sample-interval", "1", "--unix", sock) as d, \
-                    h.Workload("exact") as roots:
-                theirs = UserWorkload(user.pw_uid, user.pw_gid)
-                try:
-                    uid, gid = user.pw_uid, user.pw_gid
-                    status, body = curl_unix(sock, f"/debug/pprof/heap?pid={theirs.pid}", uid, gid)
-                    h.check_equal(status, 200, "a user profiling its own process (attach)")
-                    theirs.run()
-                    status, body = curl_unix(sock, f"/debug/pprof/heap?pid={theirs.pid}", uid, gid)
-                    h.check_equal(status, 200, "a user profiling its own process")
-                    leaves = h.totals_by_leaf(h.decode(body).samples)
-                    h.check("alloc_small" in leaves, f"its own profile has its functions: {leaves}")
-                    status, body = curl_unix(sock, f"/debug/pprof/heap?pid={roots.pid}", uid, gid)
-                    h.check_equal(status, 403, "a user profiling root's process")
-                    h.check_one_line_reason(body, "403 body")
-                    h.check(b"not its own" in body, f"403 reason: {body!r}")
-                    h.check_equal(curl_unix(sock, "/debug/pprof/", uid, gid)[0], 200,
-                                  "the index for a user")
-                    for pid in (theirs.pid, roots.pid):
-                        h.check_equal(curl_unix(sock, f"/debug/pprof/heap?pid={pid}")[0], 200,
-                                      f"root profiling pid {pid}")
-                finally:
-                    theirs.close()
-                d.check_alive()
-    finally:
-        subprocess.run(["userdel", TEST_USER], check=False)
+    with tempfile.TemporaryDirectory() as tmp:
+        os.chmod(tmp, 0o755)
+        sock = os.path.join(tmp, "heapprofd.sock")
+        with h.Daemon("--sample-interval", "1", "--unix", sock) as d, \
+                h.Workload("exact") as roots, UserWorkload(PLAIN) as theirs:
+            via = ["--unix-socket", sock]
+            url = "http://heapprofd/debug/pprof/heap?pid="
+            status, body = curl_as(PLAIN, url + str(theirs.pid), via)
+            h.check_equal(status, 200, "a user profiling its own process (attach)")
+            theirs.run()
+            status, body = curl_as(PLAIN, url + str(theirs.pid), via)
+            h.check_equal(status, 200, "a user profiling its own process")
+            leaves = h.totals_by_leaf(h.decode(body).samples)
+            h.check("alloc_small" in leaves, f"its own profile has its functions: {leaves}")
+            status, body = curl_as(PLAIN, url + str(roots.pid), via)
+            h.check_equal(status, 403, "a user profiling root's process")
+            h.check_one_line_reason(body, "403 body")
+            h.check(b"not its own" in body, f"403 reason: {body!r}")
+            h.check_equal(curl_as(PLAIN, "http://heapprofd/debug/pprof/", via)[0], 200,
+                          "the index for a user")
+            for pid in (theirs.pid, roots.pid):
+                h.check_equal(curl_as(None, url + str(pid), via)[0], 200,
+                              f"root profiling pid {pid}")
+            lines = audit_lines(d, theirs.pid)
+            h.check(len(lines) == 1 and f"via=unix listener=\"{sock}\"" in lines[0],
+                    f"audit lines: {lines}")
+            d.check_alive()
 
 
 if __name__ == "__main__":
     h.run([
+        test_tcp_callers_profile_only_their_own_processes,
+        test_ipv6_loopback_callers_are_identified_too,
+        test_trusted_callers_profile_any_process,
+        test_the_index_the_all_process_view_and_metrics_are_filtered_per_caller,
+        test_one_uid_may_hold_only_its_share_of_the_targets,
+        test_open_loopback_trusts_every_local_caller_and_says_so,
         test_a_token_is_required_on_tcp_when_configured,
-        test_a_non_loopback_address_needs_allow_remote,
+        test_a_remote_listener_needs_allow_remote_and_a_token,
         test_unix_socket_callers_profile_only_their_own_processes,
-    ])
+    ], around=Accounts)

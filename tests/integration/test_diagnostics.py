@@ -216,8 +216,13 @@ def test_the_server_starts_with_descriptors_past_fd_setsize_and_names_a_failed_b
     finally:
         for fd in fds:
             os.close(fd)
-    h.check_refuses(["--listen", f"192.0.2.1:{h.free_port()}", "--allow-remote"],
-                    "an address of no interface here", ["bind: Cannot assign requested address"])
+    with tempfile.TemporaryDirectory() as tmp:
+        token = os.path.join(tmp, "token")  # allow-remote needs one (docs/security.md)
+        with os.fdopen(os.open(token, os.O_WRONLY | os.O_CREAT, 0o600), "w") as f:
+            f.write("a-token-of-the-bind-test-0123456789\n")
+        h.check_refuses(["--listen", f"192.0.2.1:{h.free_port()}", "--allow-remote",
+                         "--token-file", token],
+                        "an address of no interface here", ["bind: Cannot assign requested address"])
 
 
 def test_more_executable_mappings_than_tables_is_logged_and_counted():

@@ -1,15 +1,18 @@
 /*
- * test_access.c - who may profile what (access.c): which --listen hosts
- * are loopback (IPv4, IPv6, bracketed), the bearer token compare, the token
- * file and its permissions, peer credentials of a unix socket, and the
- * ptrace-like ownership rule on processes this test starts (root: it
- * changes their ids, as the daemon's callers differ from it).
+ * test_access.c - who may profile what (access.c, token.c): which --listen
+ * hosts are loopback (IPv4, IPv6, bracketed), the bearer token compare,
+ * the token file and its permissions, peer credentials of a unix socket,
+ * the ptrace-like ownership rule on processes this test starts (root: it
+ * changes their ids, as the daemon's callers differ from it) and on ids
+ * given, trust by uid and by group, and the audit line. The peer socket's
+ * uid on loopback TCP is test_peer_uid.c's.
  */
 #include "access.h"
 #include "check.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pwd.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -173,17 +176,21 @@ static void a_token_file_is_one_private_line_of_16_to_256_characters(void)
 static void a_unix_socket_peer_is_known_by_its_credentials(void)
 {
     int sv[2];
+    char err[256] = "";
     CHECK_INT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
     struct caller c = {0};
-    CHECK_INT_EQ(access_peer_credentials(sv[0], &c), 0);
-    CHECK_INT_EQ(c.via_unix, 1);
+    CHECK_INT_EQ(access_identify_unix(sv[0], NULL, &c, err, sizeof(err)), 0);
+    CHECK_INT_EQ(c.via, ACCESS_VIA_UNIX);
+    CHECK_INT_EQ(c.has_uid, 1);
     CHECK_INT_EQ(c.uid, getuid());
-    CHECK_INT_EQ(c.gid, getgid());
+    CHECK(c.ngids >= 1 && c.gids[0] == getgid()); /* the connecting process's gid first */
+    CHECK_INT_EQ(c.trusted, getuid() == 0);
     close(sv[0]);
     close(sv[1]);
     int p[2];
     CHECK_INT_EQ(pipe(p), 0);
-    CHECK_INT_EQ(access_peer_credentials(p[0], &c), -ENOTSOCK);
+    CHECK_INT_EQ(access_identify_unix(p[0], NULL, &c, err, sizeof(err)), -ENOTSOCK);
+    CHECK(strstr(err, "peer credentials unknown") != NULL);
     close(p[0]);
     close(p[1]);
 }
@@ -222,9 +229,14 @@ static void stop_child(pid_t pid, int fd)
 
 static void a_user_may_profile_only_processes_wholly_theirs(void)
 {
-    struct caller tcp = {.via_unix = 0}, root = {.via_unix = 1, .uid = 0, .gid = 0};
-    struct caller stranger = {.via_unix = 1, .uid = STRANGER, .gid = STRANGER};
-    struct caller other_group = {.via_unix = 1, .uid = STRANGER, .gid = STRANGER + 1};
+    /* As access_resolve() leaves them: root trusted; a TCP caller whose
+     * peer was not found has no uid. */
+    struct caller unknown = {.via = ACCESS_VIA_TCP};
+    struct caller root = {.via = ACCESS_VIA_UNIX, .has_uid = 1, .uid = 0, .trusted = 1};
+    struct caller stranger = {.via = ACCESS_VIA_TCP, .has_uid = 1, .uid = STRANGER, .ngids = 1,
+                              .gids = {STRANGER}};
+    struct caller other_group = {.via = ACCESS_VIA_UNIX, .has_uid = 1, .uid = STRANGER,
+                                 .ngids = 1, .gids = {STRANGER + 1}};
     int fd_theirs, fd_dropped;
     /* The stranger's own process, and one that keeps root as its saved uid
      * (a setuid program that dropped privileges for now). */
@@ -232,7 +244,8 @@ static void a_user_may_profile_only_processes_wholly_theirs(void)
     pid_t dropped = child_with_ids(STRANGER, STRANGER, 0, STRANGER, &fd_dropped);
     pid_t self = getpid();
 
-    CHECK_INT_EQ(access_may_profile(&tcp, self), 0); /* TCP callers pass the token instead */
+    CHECK_INT_EQ(access_may_profile(&unknown, self), -EACCES); /* never an open door */
+    CHECK_INT_EQ(access_may_profile(&unknown, theirs), -EACCES);
     CHECK_INT_EQ(access_may_profile(&root, theirs), 0);
     CHECK_INT_EQ(access_may_profile(&stranger, theirs), 0);
     CHECK_INT_EQ(access_may_profile(&stranger, self), -EACCES);
@@ -241,8 +254,85 @@ static void a_user_may_profile_only_processes_wholly_theirs(void)
 
     stop_child(theirs, fd_theirs);
     stop_child(dropped, fd_dropped);
-    CHECK_INT_EQ(access_may_profile(&root, theirs), -ESRCH); /* reaped: gone */
-    CHECK_INT_EQ(access_may_profile(&tcp, theirs), -ESRCH);
+    /* Reaped: gone. A trusted caller is not even checked (whether the pid
+     * exists is the attach's to say); another gets -ESRCH. */
+    CHECK_INT_EQ(access_may_profile(&root, theirs), 0);
+    CHECK_INT_EQ(access_may_profile(&stranger, theirs), -ESRCH);
+}
+
+static void the_ownership_rule_on_given_ids(void)
+{
+    struct caller c = {.via = ACCESS_VIA_TCP, .has_uid = 1, .uid = 1001, .ngids = 2,
+                       .gids = {1001, 27}};
+    unsigned mine[3] = {1001, 1001, 1001}, own_group[3] = {1001, 1001, 1001};
+    unsigned sudo_group[3] = {27, 27, 27}, setgid[3] = {1001, 50, 50};
+    unsigned other_group[3] = {50, 50, 50}, setuid[3] = {1001, 0, 0};
+    CHECK_INT_EQ(access_ids_allow(&c, mine, own_group), 0);
+    CHECK_INT_EQ(access_ids_allow(&c, mine, sudo_group), 0); /* a group it belongs to */
+    CHECK_INT_EQ(access_ids_allow(&c, mine, setgid), -EACCES);
+    CHECK_INT_EQ(access_ids_allow(&c, mine, other_group), -EACCES);
+    CHECK_INT_EQ(access_ids_allow(&c, setuid, own_group), -EACCES);
+    c.trusted = 1;
+    CHECK_INT_EQ(access_ids_allow(&c, setuid, other_group), 0);
+}
+
+static void trust_by_uid_and_by_group(void)
+{
+    struct access_trust t = {0};
+    CHECK_INT_EQ(access_trust_add_uid(&t, "root"), 0);
+    CHECK_INT_EQ(access_trust_add_uid(&t, "0"), 0); /* the same uid, kept once */
+    CHECK_INT_EQ(t.nuids, 1);
+    CHECK_INT_EQ(access_trust_add_uid(&t, "no-such-user-of-heapprofd"), -EINVAL);
+    CHECK_INT_EQ(access_trust_add_group(&t, "no-such-group-of-heapprofd"), -EINVAL);
+    CHECK_INT_EQ(access_trust_add_uid(&t, "4294967295"), -EINVAL); /* (uid_t)-1 */
+    CHECK_INT_EQ(access_trust_add_group(&t, "root"), 0);
+    CHECK_INT_EQ(t.ngids, 1);
+    CHECK_INT_EQ(t.gids[0], 0);
+    for (unsigned i = 1; i < ACCESS_MAX_TRUSTED; i++) {
+        char v[16];
+        snprintf(v, sizeof(v), "%u", 100000 + i);
+        CHECK_INT_EQ(access_trust_add_uid(&t, v), 0);
+    }
+    CHECK_INT_EQ(access_trust_add_uid(&t, "99"), -ENOSPC); /* full */
+
+    struct passwd *nobody = getpwnam("nobody");
+    CHECK(nobody != NULL);
+    if (!nobody)
+        return;
+    struct caller c = {.via = ACCESS_VIA_TCP, .uid = nobody->pw_uid};
+    access_resolve(&c, NULL);
+    CHECK(c.has_uid && !c.trusted);
+    CHECK(c.ngids >= 1 && c.gids[0] == nobody->pw_gid); /* its primary group, from the database */
+    struct access_trust by_group = {.gids = {nobody->pw_gid}, .ngids = 1};
+    struct caller member = {.via = ACCESS_VIA_TCP, .uid = nobody->pw_uid};
+    access_resolve(&member, &by_group);
+    CHECK(member.trusted);
+    struct access_trust by_uid = {.uids = {nobody->pw_uid}, .nuids = 1};
+    struct caller named = {.via = ACCESS_VIA_TCP, .uid = nobody->pw_uid};
+    access_resolve(&named, &by_uid);
+    CHECK(named.trusted);
+    struct caller root = {.via = ACCESS_VIA_TCP, .uid = 0};
+    access_resolve(&root, NULL);
+    CHECK(root.trusted);
+}
+
+static void the_audit_line_is_one_line_of_fields(void)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    struct caller c = {.via = ACCESS_VIA_TCP, .listener = "127.0.0.1:6060", .has_uid = 1,
+                       .uid = 1001};
+    access_audit_attach(f, &c, 42, "a\"b\nc d", "uprobe");
+    struct caller token = {.via = ACCESS_VIA_TOKEN, .listener = "0.0.0.0:6060", .trusted = 1};
+    access_audit_attach(f, &token, 43, "x", "inprocess");
+    fclose(f);
+    CHECK_STR_EQ(text ? text : "",
+                 "heapprofd: audit: attach pid=42 comm=\"a\\\"b\\x0ac d\" sampler=uprobe "
+                 "uid=1001 via=tcp listener=\"127.0.0.1:6060\" trusted=no\n"
+                 "heapprofd: audit: attach pid=43 comm=\"x\" sampler=inprocess uid=- "
+                 "via=token listener=\"0.0.0.0:6060\" trusted=yes\n");
+    free(text);
 }
 
 int main(void)
@@ -252,5 +342,8 @@ int main(void)
     RUN_TEST(a_token_file_is_one_private_line_of_16_to_256_characters);
     RUN_TEST(a_unix_socket_peer_is_known_by_its_credentials);
     RUN_TEST(a_user_may_profile_only_processes_wholly_theirs);
+    RUN_TEST(the_ownership_rule_on_given_ids);
+    RUN_TEST(trust_by_uid_and_by_group);
+    RUN_TEST(the_audit_line_is_one_line_of_fields);
     return check_exit_code();
 }

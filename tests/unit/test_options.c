@@ -2,7 +2,8 @@
  * test_options.c - the command line and the config file (options.c): every
  * flag and its config key set the same field; every bad value is refused
  * with a reason naming the option (and for the file, its path and line);
- * flags win over the file, and repeatable ones add to it.
+ * flags win over the file, and repeatable ones add to it; settings that
+ * contradict each other are refused together (options_check).
  */
 #include "check.h"
 #include "options.h"
@@ -63,12 +64,22 @@ static void setting(const struct options *o, const char *name, char *out, size_t
         snprintf(out, len, "%s", o->pin_dir);
     else if (strcmp(name, "probe-layout") == 0)
         snprintf(out, len, "%s", bpf_state_layout_name(o->layout));
+    else if (strcmp(name, "sampler") == 0)
+        snprintf(out, len, "%s", sampler_name(o->sampler));
     else if (strcmp(name, "unix") == 0)
         snprintf(out, len, "%s", o->unix_path);
     else if (strcmp(name, "token-file") == 0)
         snprintf(out, len, "%s", o->token_file);
     else if (strcmp(name, "allow-remote") == 0)
         snprintf(out, len, "%s", o->allow_remote ? "yes" : "no");
+    else if (strcmp(name, "open-loopback") == 0)
+        snprintf(out, len, "%s", o->open_loopback ? "yes" : "no");
+    else if (strcmp(name, "trust-uid") == 0 && o->trust.nuids)
+        snprintf(out, len, "%u", (unsigned)o->trust.uids[o->trust.nuids - 1]);
+    else if (strcmp(name, "trust-group") == 0 && o->trust.ngids)
+        snprintf(out, len, "%u", (unsigned)o->trust.gids[o->trust.ngids - 1]);
+    else if (strcmp(name, "max-targets-per-uid") == 0)
+        snprintf(out, len, "%zu", o->max_targets_per_uid);
     else if (strcmp(name, "unwind") == 0)
         snprintf(out, len, "%s", o->unwind_fp_only ? "fp" : "cfi");
     else if (strcmp(name, "max-stacks") == 0)
@@ -81,6 +92,9 @@ static void setting(const struct options *o, const char *name, char *out, size_t
         snprintf(out, len, "%u", s->pending);
 }
 
+/* What a target rule may end in, as the options' help says. */
+#define RULE_SAMPLER ", optionally followed by ' sampler=uprobe|inprocess'"
+
 /* Each option with a value it takes (and the setting that gives) and one it refuses. */
 static const struct {
     const char *name, *value, *gives, *bad, *wants;
@@ -92,10 +106,11 @@ static const struct {
     {"sample-interval", "4294967296", "4294967296", "4294967297", "bytes in 1..4294967296"},
     {"pid", "4194304", "4194304", "4194305", "a process id in 1..4194304"},
     {"pid", "1", "1", "-1", "a process id in 1..4194304"},
-    {"comm", "redis-server", "redis-server", "", "a command name"},
-    {"exe", "/usr/bin/redis-server", "/usr/bin/redis-server", "usr/bin/x", "an absolute path"},
+    {"comm", "redis-server", "redis-server", "", "a command name" RULE_SAMPLER},
+    {"exe", "/usr/bin/redis-server", "/usr/bin/redis-server", "usr/bin/x",
+     "an absolute path" RULE_SAMPLER},
     {"cgroup", "/system.slice/x.service", "/system.slice/x.service", "system.slice",
-     "an absolute cgroup path such as /system.slice/x.service"},
+     "an absolute cgroup path such as /system.slice/x.service" RULE_SAMPLER},
     {"max-targets", "1024", "1024", "1025", "a number in 1..1024"},
     {"max-targets", "1", "1", "0", "a number in 1..1024"},
     {"pin-dir", "/sys/fs/bpf/other", "/sys/fs/bpf/other", "sys/fs/bpf",
@@ -103,12 +118,22 @@ static const struct {
     {"pin-dir", "none", "", "None", "an absolute directory path, or none"},
     {"probe-layout", "classic", "classic", "fast", "auto, session, multi or classic"},
     {"probe-layout", "session", "session", "", "auto, session, multi or classic"},
+    {"sampler", "inprocess", "inprocess", "fast", "uprobe or inprocess"},
+    {"sampler", "uprobe", "uprobe", "", "uprobe or inprocess"},
+    {"comm", "redis-server sampler=inprocess", "redis-server", "redis-server sampler=fast",
+     "a command name" RULE_SAMPLER},
     {"unix", "/run/heapprofd.sock", "/run/heapprofd.sock", "heapprofd.sock",
      "an absolute socket path"},
     {"token-file", "/etc/heapprofd/token", "/etc/heapprofd/token", "token",
      "an absolute file path"},
     {"allow-remote", "yes", "yes", "maybe", "yes or no"},
     {"allow-remote", "no", "no", "1", "yes or no"},
+    {"open-loopback", "yes", "yes", "on", "yes or no"},
+    {"trust-uid", "root", "0", "no-such-user-of-heapprofd", "a uid or a user name that exists"},
+    {"trust-uid", "4294967294", "4294967294", "4294967295", "a uid or a user name that exists"},
+    {"trust-group", "root", "0", "no-such-group-of-heapprofd", "a group name or gid that exists"},
+    {"max-targets-per-uid", "1024", "1024", "1025", "a number in 1..1024"},
+    {"max-targets-per-uid", "1", "1", "0", "a number in 1..1024"},
     {"unwind", "fp", "fp", "dwarf", "cfi or fp"},
     {"unwind", "cfi", "cfi", "FP", "cfi or fp"},
     {"max-stacks", "16", "16", "15", "a number of entries in 16..16777216"},
@@ -319,6 +344,51 @@ static void allow_remote_alone_means_yes_and_help_asks_for_usage(void)
     options_free(&o);
 }
 
+static void settings_that_contradict_each_other_are_refused_together(void)
+{
+    struct options o;
+    char err[512];
+    CHECK_INT_EQ(PARSE(&o, err, "--allow-remote", "--listen", "0.0.0.0:6060"), 0);
+    CHECK_INT_EQ(options_check(&o, err, sizeof(err)), -EINVAL);
+    CHECK(strncmp(err, "allow-remote needs token-file", 29) == 0);
+    options_free(&o);
+    CHECK_INT_EQ(PARSE(&o, err, "--allow-remote", "--token-file", "/etc/heapprofd/token"), 0);
+    CHECK_INT_EQ(options_check(&o, err, sizeof(err)), 0);
+    options_free(&o);
+    CHECK_INT_EQ(PARSE(&o, err, "--open-loopback", "--token-file", "/etc/heapprofd/token"), 0);
+    CHECK_INT_EQ(options_check(&o, err, sizeof(err)), -EINVAL);
+    CHECK(strncmp(err, "open-loopback and token-file contradict", 39) == 0);
+    options_free(&o);
+    CHECK_INT_EQ(PARSE(&o, err, "--open-loopback"), 0);
+    CHECK_INT_EQ(options_check(&o, err, sizeof(err)), 0);
+    options_free(&o);
+}
+
+static void the_per_uid_cap_is_an_eighth_of_max_targets_unless_set(void)
+{
+    struct options o;
+    char err[512];
+    CHECK_INT_EQ(PARSE(&o, err, "--pin-dir", "none"), 0);
+    CHECK_INT_EQ(o.max_targets_per_uid, OPTIONS_DEFAULT_MAX_TARGETS / 8);
+    options_free(&o);
+    CHECK_INT_EQ(PARSE(&o, err, "--max-targets", "20"), 0);
+    CHECK_INT_EQ(o.max_targets_per_uid, 2);
+    options_free(&o);
+    CHECK_INT_EQ(PARSE(&o, err, "--max-targets", "7"), 0);
+    CHECK_INT_EQ(o.max_targets_per_uid, 1); /* at least one */
+    options_free(&o);
+    CHECK_INT_EQ(PARSE(&o, err, "--max-targets", "8", "--max-targets-per-uid", "5"), 0);
+    CHECK_INT_EQ(o.max_targets_per_uid, 5);
+    options_free(&o);
+    /* Trust lists add up, from the file and the flags, each id once. */
+    CHECK_INT_EQ(PARSE(&o, err, "--trust-uid", "0", "--trust-uid", "root", "--trust-uid", "7",
+                       "--trust-group", "0"),
+                 0);
+    CHECK_INT_EQ(o.trust.nuids, 2);
+    CHECK_INT_EQ(o.trust.ngids, 1);
+    options_free(&o);
+}
+
 static void lists_and_paths_stop_at_their_bounds(void)
 {
     struct options o;
@@ -364,6 +434,25 @@ static void lists_and_paths_stop_at_their_bounds(void)
     options_free(&o);
 }
 
+static void a_rule_may_choose_the_sampler_of_its_processes(void)
+{
+    struct options o;
+    char err[512];
+    CHECK_INT_EQ(PARSE(&o, err, "--sampler", "uprobe", "--comm", "redis-server sampler=inprocess",
+                       "--exe", "/usr/bin/x", "--cgroup", "/system.slice sampler=uprobe"),
+                 0);
+    CHECK_INT_EQ(o.sampler, SAMPLER_UPROBE);
+    CHECK_STR_EQ(o.rules.comms[0], "redis-server");
+    CHECK_INT_EQ(o.rules.comm_samplers[0], SAMPLER_INPROCESS);
+    CHECK_INT_EQ(o.rules.exe_samplers[0], -1);
+    CHECK_STR_EQ(o.rules.cgroups[0], "/system.slice");
+    CHECK_INT_EQ(o.rules.cgroup_samplers[0], SAMPLER_UPROBE);
+    options_free(&o);
+    /* Nothing but the sampler: no name. */
+    CHECK_INT_EQ(PARSE(&o, err, "--comm", " sampler=inprocess"), -EINVAL);
+    options_free(&o);
+}
+
 int main(void)
 {
     RUN_TEST(no_arguments_give_the_documented_defaults);
@@ -377,6 +466,9 @@ int main(void)
     RUN_TEST(flags_win_over_the_file_and_repeated_ones_add_to_it);
     RUN_TEST(unknown_incomplete_and_extra_arguments_are_refused);
     RUN_TEST(allow_remote_alone_means_yes_and_help_asks_for_usage);
+    RUN_TEST(settings_that_contradict_each_other_are_refused_together);
+    RUN_TEST(the_per_uid_cap_is_an_eighth_of_max_targets_unless_set);
     RUN_TEST(lists_and_paths_stop_at_their_bounds);
+    RUN_TEST(a_rule_may_choose_the_sampler_of_its_processes);
     return check_exit_code();
 }

@@ -1,0 +1,35 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/*
+ * inprocess.bpf.h - the probe of the in-process sampler (sampler/): one
+ * program on its two report functions, which only sampled allocations and
+ * frees of sampled pointers call. The sampler has made the sampling
+ * decision; here the stack is walked from the allocator's caller (the
+ * return address and stack pointer at the allocator's entry are arguments,
+ * %rbp is still the caller's) and counted as the uprobe sampler counts it,
+ * with the same weights. Included once, at the end of heapprof.bpf.c,
+ * whose record() and untrack() it reuses.
+ */
+#ifndef HEAPPROF_INPROCESS_BPF_H
+#define HEAPPROF_INPROCESS_BPF_H
+
+/*
+ * hp_report_alloc(ptr, size, kind, ret, sp) (cookie HP_REPORT_ALLOC) and
+ * hp_report_free(ptr) (cookie HP_REPORT_FREE).
+ */
+SEC("uprobe")
+int hp_report(struct pt_regs *ctx)
+{
+    __u32 tgid = bpf_get_current_pid_tgid() >> 32;
+    __u64 ptr = PT_REGS_PARM1(ctx);
+    if (bpf_get_attach_cookie(ctx) == HP_REPORT_FREE) {
+        untrack(tgid, ptr);
+        return 0;
+    }
+    __u64 size = PT_REGS_PARM2(ctx);
+    __u64 stack_id = capture_stack(ctx, PT_REGS_PARM4(ctx), PT_REGS_PARM5(ctx));
+    if (stack_id && ptr)
+        record(tgid, ptr, size, stack_id);
+    return 0;
+}
+
+#endif

@@ -1,0 +1,136 @@
+/*
+ * remote_stub.c - the stub for system calls run inside a process (see
+ * remote_stub.h), assembled here byte by byte: it is a fixed sequence of
+ * RIP-relative loads, too small to need an assembler.
+ */
+#include "remote_stub.h"
+
+#include <fcntl.h>
+#include <gelf.h>
+#include <libelf.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#define PAGE 4096ULL
+/* Where the saved registers start in the stub: after its code (127 bytes). */
+#define DATA_AT 128
+/* Data slots: flags, the 16 registers in encoding order, the pc. */
+#define SLOT_FLAGS 0
+#define SLOT_REG(r) (1 + (r))
+#define SLOT_RIP 17
+
+/* The kernel's restart codes (include/linux/errno.h, not in UAPI). */
+#define ERESTARTSYS 512
+#define ERESTARTNOINTR 513
+#define ERESTARTNOHAND 514
+#define ERESTART_RESTARTBLOCK 516
+#define NR_RESTART_SYSCALL 219
+
+/* Emits a RIP-relative disp32 to data slot `slot`, for an instruction
+ * whose end is at `end` (offsets within the stub). */
+static void disp_to(uint8_t *out, size_t at, size_t end, int slot)
+{
+    int32_t d = (int32_t)(DATA_AT + 8 * slot - (long)end);
+    memcpy(out + at, &d, 4);
+}
+
+void remote_stub_build(uint64_t at, const struct user_regs_struct *regs,
+                       uint8_t out[REMOTE_STUB_SIZE])
+{
+    (void)at; /* position independent */
+    memset(out, 0xcc, REMOTE_STUB_SIZE);
+    size_t n = 0;
+    out[n++] = 0x0f; /* syscall */
+    out[n++] = 0x05;
+    out[n++] = 0xff; /* pushq flags(%rip) */
+    out[n++] = 0x35;
+    disp_to(out, n, n + 4, SLOT_FLAGS);
+    n += 4;
+    out[n++] = 0x9d; /* popfq */
+    for (int r = 0; r < 16; r++) {
+        if (r == 4)
+            continue; /* %rsp last */
+        out[n++] = (uint8_t)(0x48 | (r >= 8 ? 0x04 : 0)); /* mov slot(%rip), %r */
+        out[n++] = 0x8b;
+        out[n++] = (uint8_t)(0x05 | ((r & 7) << 3));
+        disp_to(out, n, n + 4, SLOT_REG(r));
+        n += 4;
+    }
+    out[n++] = 0x48; /* mov slot(%rip), %rsp */
+    out[n++] = 0x8b;
+    out[n++] = 0x25;
+    disp_to(out, n, n + 4, SLOT_REG(4));
+    n += 4;
+    out[n++] = 0xff; /* jmp *rip(%rip) */
+    out[n++] = 0x25;
+    disp_to(out, n, n + 4, SLOT_RIP);
+    n += 4;
+
+    uint64_t v[18];
+    /* user_regs_struct order differs from the encoding order. */
+    uint64_t enc[16] = {regs->rax, regs->rcx, regs->rdx, regs->rbx, regs->rsp, regs->rbp,
+                        regs->rsi, regs->rdi, regs->r8,  regs->r9,  regs->r10, regs->r11,
+                        regs->r12, regs->r13, regs->r14, regs->r15};
+    uint64_t rip = regs->rip;
+    int64_t rax = (int64_t)regs->rax;
+    if ((int64_t)regs->orig_rax >= 0 &&
+        (rax == -ERESTARTSYS || rax == -ERESTARTNOINTR || rax == -ERESTARTNOHAND ||
+         rax == -ERESTART_RESTARTBLOCK)) {
+        enc[0] = rax == -ERESTART_RESTARTBLOCK ? NR_RESTART_SYSCALL : regs->orig_rax;
+        rip -= 2;
+    }
+    v[SLOT_FLAGS] = regs->eflags;
+    for (int r = 0; r < 16; r++)
+        v[SLOT_REG(r)] = enc[r];
+    v[SLOT_RIP] = rip;
+    memcpy(out + DATA_AT, v, sizeof(v));
+}
+
+/* The file bytes past the end of every loadable segment, from `from` on,
+ * up to `to`: whether no segment claims any of [from, to). */
+static int unclaimed(Elf *elf, uint64_t from, uint64_t to)
+{
+    size_t n;
+    if (elf_getphdrnum(elf, &n) != 0)
+        return 0;
+    for (size_t i = 0; i < n; i++) {
+        GElf_Phdr ph;
+        if (!gelf_getphdr(elf, (int)i, &ph))
+            return 0;
+        if (ph.p_type != PT_LOAD)
+            continue;
+        if (ph.p_offset < to && ph.p_offset + ph.p_filesz > from)
+            return 0;
+    }
+    return 1;
+}
+
+uint64_t remote_stub_find_place(pid_t pid, int memfd, const struct proc_maps *maps)
+{
+    elf_version(EV_CURRENT);
+    for (size_t i = 0; i < maps->n; i++) {
+        const struct proc_mapping *m = &maps->v[i];
+        if (!m->executable || m->writable || m->path[0] != '/' || m->end - m->start < PAGE)
+            continue;
+        char path[96];
+        snprintf(path, sizeof(path), "/proc/%d/map_files/%llx-%llx", (int)pid,
+                 (unsigned long long)m->start, (unsigned long long)m->end);
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+            continue;
+        Elf *elf = elf_begin(fd, ELF_C_READ, NULL);
+        uint64_t at = m->end - REMOTE_STUB_SIZE;
+        uint64_t file_at = m->offset + (at - m->start);
+        int ok = elf && elf_kind(elf) == ELF_K_ELF &&
+                 unclaimed(elf, file_at, file_at + REMOTE_STUB_SIZE);
+        if (elf)
+            elf_end(elf);
+        close(fd);
+        uint8_t now[REMOTE_STUB_SIZE], zero[REMOTE_STUB_SIZE] = {0};
+        if (ok && pread(memfd, now, sizeof(now), (off_t)at) == (ssize_t)sizeof(now) &&
+            memcmp(now, zero, sizeof(now)) == 0)
+            return at;
+    }
+    return 0;
+}

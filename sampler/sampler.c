@@ -1,0 +1,296 @@
+/*
+ * sampler.c - the in-process sampler: wrappers that the patched entries of
+ * a process's allocator functions jump to. They run the Poisson byte
+ * countdown of bpf/heapprof.bpf.c inside the process, so that only sampled
+ * allocations, and frees of sampled pointers, call a report function
+ * (report.S) that carries a uprobe; every other call costs a few ns more
+ * than the allocator itself.
+ *
+ * Built without libc, position independent, with -ffixed-rbp so that %rbp
+ * at a report function is still the allocator's caller's (the BPF unwinder
+ * starts from it) and with .eh_frame. It must never fault or block: no
+ * system call, no lock, no allocation. The daemon writes hp_sampler_config
+ * and the trampolines (report.S) while every thread is stopped, before any
+ * entry jumps here.
+ */
+#define __always_inline inline __attribute__((always_inline))
+#include "hp_sampler.h"
+
+typedef __u64 u64;
+typedef __u32 u32;
+typedef unsigned long size_t;
+#define NULL ((void *)0)
+#define likely(x) __builtin_expect(!!(x), 1)
+#define unlikely(x) __builtin_expect(!!(x), 0)
+#define HIDDEN __attribute__((visibility("hidden")))
+
+HIDDEN struct hp_sampler_config hp_sampler_config;
+
+/* One thread's (or a few threads') countdown, and the last entry of a
+ * function that may jump to another (realloc to malloc), to count that
+ * continuation once, as the BPF side does. */
+struct slot {
+    long long countdown;
+    u64 rng;
+    u64 fwd_sp;  /* entry sp of the last realloc/reallocarray call, 0: none */
+    u64 fwd_ret;
+    u32 fwd_kind;
+    u32 initialized;
+} __attribute__((aligned(64)));
+
+HIDDEN struct slot hp_sampler_slots[HP_SAMPLER_SLOTS];
+HIDDEN u64 hp_sampler_filter[HP_FILTER_BUCKETS][HP_FILTER_WAYS] __attribute__((aligned(64)));
+HIDDEN unsigned char hp_sampler_filter_counts[HP_FILTER_BUCKETS] __attribute__((aligned(64)));
+
+/* report.S: empty functions that begin with a 5-byte nop; the daemon's
+ * uprobes on them see the arguments. */
+void hp_report_alloc(u64 ptr, u64 size, u64 kind, u64 ret, u64 sp) HIDDEN;
+void hp_report_free(u64 ptr) HIDDEN;
+
+static __always_inline struct slot *my_slot(void)
+{
+    u64 tp;
+    __asm__("mov %%fs:0, %0" : "=r"(tp));
+    return &hp_sampler_slots[(tp * 0x9e3779b97f4a7c15ULL) >> (64 - 10)];
+}
+
+/* Whether a call returning to `ret` is the allocator calling itself (or
+ * our own slow path calling the original function). */
+static __always_inline int nested(u64 ret)
+{
+    const struct hp_sampler_config *c = &hp_sampler_config;
+    u64 call = ret - 1;
+    if (call - c->self_lo < c->self_hi - c->self_lo)
+        return 1;
+    if (likely(call < c->alloc_lo || call >= c->alloc_hi))
+        return 0;
+    for (u32 i = 0; i < c->nranges && i < HP_MAX_FUNCS; i++)
+        if (call >= c->range_lo[i] && call < c->range_hi[i])
+            return 1;
+    return 0;
+}
+
+static u32 next_random(struct slot *s)
+{
+    u64 x = s->rng;
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    s->rng = x;
+    return (u32)((x * 0x2545f4914f6cdd1dULL) >> 32);
+}
+
+/* The countdown has run out, or was never set: draws the next wait.
+ * Returns 1 when this call is sampled (as take_sample() in BPF). */
+static __attribute__((noinline)) int countdown_expired(struct slot *s, u64 size)
+{
+    u64 interval = hp_sampler_config.sample_interval;
+    if (interval <= 1)
+        return 1;
+    if (!s->initialized) {
+        u32 lo, hi;
+        __asm__ volatile("rdtsc" : "=a"(lo), "=d"(hi));
+        s->rng = (((u64)hi << 32) | lo) ^ (u64)s ^ 0x9e3779b97f4a7c15ULL;
+        if (!s->rng)
+            s->rng = 1;
+        s->countdown = (long long)hp_exp_wait(next_random(s), interval, hp_sampler_config.log2_table);
+        s->initialized = 1;
+        if ((u64)s->countdown > size) {
+            s->countdown -= (long long)size;
+            return 0;
+        }
+    }
+    s->countdown = (long long)hp_exp_wait(next_random(s), interval, hp_sampler_config.log2_table);
+    return 1;
+}
+
+/* Whether the call of `kind` continues a call that jumped to it. */
+static __always_inline int forwards(u32 prev, u32 kind)
+{
+    return (prev == HP_REALLOC && kind == HP_MALLOC) ||
+           (prev == HP_REALLOCARRAY && (kind == HP_REALLOC || kind == HP_MALLOC));
+}
+
+/* Decides whether this call of `kind` for `size` bytes is sampled: not
+ * nested, not the continuation of a call already counted, and the
+ * countdown ran out. */
+static __always_inline int decide(u32 kind, u64 size, u64 ret, u64 sp)
+{
+    if (unlikely(!hp_sampler_config.enabled) || nested(ret))
+        return 0;
+    struct slot *s = my_slot();
+    if (unlikely(s->fwd_sp)) {
+        if (s->fwd_sp == sp && s->fwd_ret == ret && forwards(s->fwd_kind, kind)) {
+            s->fwd_kind = kind; /* the chain may go on */
+            return 0;
+        }
+        s->fwd_sp = 0;
+    }
+    if (kind == HP_REALLOC || kind == HP_REALLOCARRAY) {
+        s->fwd_sp = sp;
+        s->fwd_ret = ret;
+        s->fwd_kind = kind;
+    }
+    if (likely((u64)s->countdown > size)) {
+        s->countdown -= (long long)size;
+        return 0;
+    }
+    return countdown_expired(s, size);
+}
+
+static __always_inline u32 bucket_of(u64 ptr)
+{
+    return (u32)(((ptr >> 4) * 0x9e3779b97f4a7c15ULL) >> (64 - 13)) & (HP_FILTER_BUCKETS - 1);
+}
+
+/* Remembers a sampled pointer, or saturates its bucket when it is full. */
+static void filter_add(u64 ptr)
+{
+    u32 b = bucket_of(ptr);
+    unsigned char *cnt = &hp_sampler_filter_counts[b];
+    if (__atomic_load_n(cnt, __ATOMIC_RELAXED) == HP_FILTER_SATURATED)
+        return;
+    for (u32 w = 0; w < HP_FILTER_WAYS; w++) {
+        u64 expected = 0;
+        if (__atomic_compare_exchange_n(&hp_sampler_filter[b][w], &expected, ptr, 0,
+                                        __ATOMIC_RELEASE, __ATOMIC_RELAXED)) {
+            unsigned char c = __atomic_load_n(cnt, __ATOMIC_RELAXED);
+            while (c != HP_FILTER_SATURATED &&
+                   !__atomic_compare_exchange_n(cnt, &c, (unsigned char)(c + 1), 0,
+                                                __ATOMIC_RELEASE, __ATOMIC_RELAXED))
+                ;
+            return;
+        }
+    }
+    __atomic_store_n(cnt, HP_FILTER_SATURATED, __ATOMIC_RELEASE);
+}
+
+/* Forgets `ptr` if it was sampled; returns whether it may have been (then
+ * the BPF side is told). */
+static int filter_take(u64 ptr)
+{
+    u32 b = bucket_of(ptr);
+    unsigned char *cnt = &hp_sampler_filter_counts[b];
+    unsigned char c = __atomic_load_n(cnt, __ATOMIC_ACQUIRE);
+    if (c == HP_FILTER_SATURATED)
+        return 1;
+    for (u32 w = 0; w < HP_FILTER_WAYS; w++) {
+        u64 expected = ptr;
+        if (__atomic_load_n(&hp_sampler_filter[b][w], __ATOMIC_RELAXED) == ptr &&
+            __atomic_compare_exchange_n(&hp_sampler_filter[b][w], &expected, 0, 0,
+                                        __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+            c = __atomic_load_n(cnt, __ATOMIC_RELAXED);
+            while (c != HP_FILTER_SATURATED && c != 0 &&
+                   !__atomic_compare_exchange_n(cnt, &c, (unsigned char)(c - 1), 0,
+                                                __ATOMIC_RELEASE, __ATOMIC_RELAXED))
+                ;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* Whether `ptr` may be a sampled pointer: one byte load for the rest. */
+static __always_inline int maybe_sampled(u64 ptr)
+{
+    return ptr && __atomic_load_n(&hp_sampler_filter_counts[bucket_of(ptr)], __ATOMIC_ACQUIRE);
+}
+
+/* A sampled allocation returned `ptr`: remember it and tell BPF. */
+static void sampled(u64 ptr, u64 size, u32 kind, u64 ret, u64 sp)
+{
+    if (!ptr)
+        return;
+    filter_add(ptr);
+    hp_report_alloc(ptr, size, kind, ret, sp);
+}
+
+static __attribute__((noinline)) void free_sampled(u64 ptr)
+{
+    if (filter_take(ptr))
+        hp_report_free(ptr);
+}
+
+/* The caller's return address and its stack pointer at the allocator's
+ * entry: this function was jumped to from there, so its CFA is that sp + 8. */
+#define CALLER_RET() ((u64)__builtin_return_address(0))
+#define CALLER_SP() ((u64)__builtin_dwarf_cfa() - 8)
+
+/* n * m, or ~0 when it overflows (the call fails and allocates nothing). */
+static __always_inline u64 array_size(u64 n, u64 m)
+{
+    u64 r;
+    return __builtin_mul_overflow(n, m, &r) ? ~0ULL : r;
+}
+
+/*
+ * A wrapper of an allocating function NAME(PARAMS) returning a pointer,
+ * with SIZE its size in bytes and OLD the block it resizes (realloc and
+ * reallocarray; 0 for the others, which the compiler then drops): the
+ * unsampled call jumps on to the original. A resize that succeeds frees
+ * OLD and allocates anew, as the BPF side counts it.
+ */
+#define WRAP_ALLOC(NAME, KIND, SIZE, OLD, PARAMS, ARGS)                                  \
+    void *hp_tramp_##NAME PARAMS HIDDEN;                                                 \
+    static __attribute__((noinline)) void *slow_##NAME(u64 ret, u64 sp, u64 size,        \
+                                                       int take, _SPLICE PARAMS)         \
+    {                                                                                    \
+        void *p = hp_tramp_##NAME ARGS;                                                  \
+        if ((p || size == 0) && (OLD) && filter_take((u64)(OLD)))                        \
+            hp_report_free((u64)(OLD));                                                  \
+        if (take)                                                                        \
+            sampled((u64)p, size, KIND, ret, sp);                                        \
+        return p;                                                                        \
+    }                                                                                    \
+    HIDDEN void *hp_wrap_##NAME PARAMS                                                   \
+    {                                                                                    \
+        u64 size = (SIZE);                                                               \
+        if (size == ~0ULL)                                                               \
+            return hp_tramp_##NAME ARGS; /* n * m overflowed: nothing is allocated */   \
+        int take = decide(KIND, size, CALLER_RET(), CALLER_SP());                        \
+        if (unlikely(take || maybe_sampled((u64)(OLD))))                                 \
+            return slow_##NAME(CALLER_RET(), CALLER_SP(), size, take, _SPLICE ARGS);     \
+        return hp_tramp_##NAME ARGS;                                                     \
+    }
+#define _SPLICE(...) __VA_ARGS__
+
+WRAP_ALLOC(malloc, HP_MALLOC, n, 0, (size_t n), (n))
+WRAP_ALLOC(calloc, HP_CALLOC, array_size(n, m), 0, (size_t n, size_t m), (n, m))
+WRAP_ALLOC(aligned_alloc, HP_ALIGNED_ALLOC, n, 0, (size_t a, size_t n), (a, n))
+WRAP_ALLOC(memalign, HP_ALIGNED_ALLOC, n, 0, (size_t a, size_t n), (a, n))
+WRAP_ALLOC(valloc, HP_VALLOC, n, 0, (size_t n), (n))
+WRAP_ALLOC(pvalloc, HP_VALLOC, n, 0, (size_t n), (n))
+WRAP_ALLOC(realloc, HP_REALLOC, n, old, (void *old, size_t n), (old, n))
+WRAP_ALLOC(reallocarray, HP_REALLOCARRAY, array_size(n, m), old,
+           (void *old, size_t n, size_t m), (old, n, m))
+
+int hp_tramp_posix_memalign(void **out, size_t a, size_t n) HIDDEN;
+static __attribute__((noinline)) int slow_posix_memalign(u64 ret, u64 sp, void **out, size_t a,
+                                                         size_t n)
+{
+    int rc = hp_tramp_posix_memalign(out, a, n);
+    if (rc == 0)
+        sampled((u64)*out, n, HP_POSIX_MEMALIGN, ret, sp);
+    return rc;
+}
+HIDDEN int hp_wrap_posix_memalign(void **out, size_t a, size_t n)
+{
+    if (unlikely(decide(HP_POSIX_MEMALIGN, n, CALLER_RET(), CALLER_SP())))
+        return slow_posix_memalign(CALLER_RET(), CALLER_SP(), out, a, n);
+    return hp_tramp_posix_memalign(out, a, n);
+}
+
+/* Frees: a sampled pointer is reported before the memory goes back, so
+ * that another thread's next sample at that address is not taken out. */
+#define WRAP_FREE(NAME, PARAMS, ARGS)                                                    \
+    void hp_tramp_##NAME PARAMS HIDDEN;                                                  \
+    HIDDEN void hp_wrap_##NAME PARAMS                                                    \
+    {                                                                                    \
+        if (unlikely(maybe_sampled((u64)p)))                                             \
+            free_sampled((u64)p);                                                        \
+        hp_tramp_##NAME ARGS;                                                            \
+    }
+
+WRAP_FREE(free, (void *p), (p))
+WRAP_FREE(free_sized, (void *p, size_t n), (p, n))
+WRAP_FREE(free_aligned_sized, (void *p, size_t a, size_t n), (p, a, n))
