@@ -5,9 +5,11 @@
 #include "probe_cost.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -15,21 +17,35 @@
 #include "elf_file.h"
 #include "probe_links.h"
 
-/* The function the calibration probes: `push %rbp` first, which the kernel
- * emulates, as on the allocator entries heapprofd probes (probe_site.c). */
-__asm__(".text\n"
-        ".globl heapprofd_calibration_target\n"
-        ".type heapprofd_calibration_target, @function\n"
-        "heapprofd_calibration_target:\n"
-        "    push %rbp\n"
-        "    pop %rbp\n"
-        "    ret\n"
-        ".size heapprofd_calibration_target, .-heapprofd_calibration_target\n");
-void heapprofd_calibration_target(unsigned long n, unsigned long m);
+/* A function that does nothing, its first instruction `push %rbp`, which
+ * the kernel emulates, as on the allocator entries heapprofd probes
+ * (probe_site.c). */
+#define CALIBRATION_FUNCTION(name)                                                                 \
+    ".globl " #name "\n.type " #name ", @function\n" #name ":\n"                                  \
+    "    push %rbp\n    pop %rbp\n    ret\n.size " #name ", .-" #name "\n"
 
-/* Through a volatile pointer: every call is made. */
-static void (*volatile calibration_call)(unsigned long, unsigned long) =
-    heapprofd_calibration_target;
+/* What the calibration calls as a malloc+free pair: a pair probed as
+ * calloc (with an overflowing size: its program returns at once) and as
+ * free (with a pointer never sampled: one lookup in the live set, as for
+ * every unsampled free), and an unprobed twin of each, timed in turn. */
+__asm__(".text\n" CALIBRATION_FUNCTION(heapprofd_calibration_alloc)
+            CALIBRATION_FUNCTION(heapprofd_calibration_free)
+                CALIBRATION_FUNCTION(heapprofd_calibration_alloc_bare)
+                    CALIBRATION_FUNCTION(heapprofd_calibration_free_bare));
+void heapprofd_calibration_alloc(unsigned long n, unsigned long m);
+void heapprofd_calibration_free(void *p);
+void heapprofd_calibration_alloc_bare(unsigned long n, unsigned long m);
+void heapprofd_calibration_free_bare(void *p);
+
+/* One pair's functions, called through volatile pointers: every call is made. */
+struct calibration_pair {
+    void (*volatile alloc)(unsigned long, unsigned long);
+    void (*volatile free)(void *);
+};
+static const struct calibration_pair probed_pair = {heapprofd_calibration_alloc,
+                                                    heapprofd_calibration_free};
+static const struct calibration_pair bare_pair = {heapprofd_calibration_alloc_bare,
+                                                  heapprofd_calibration_free_bare};
 
 /* CPU time of this thread, user and system: the kernel's uprobe handling
  * is charged to the thread that trapped. */
@@ -40,13 +56,15 @@ static uint64_t thread_cpu_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-/* CPU ns of PROBE_COST_CALLS calls, as calloc(~0, 2) would be called:
- * the BPF program sees the overflow and returns at once. */
-static uint64_t time_calls(void)
+/* CPU ns of PROBE_COST_CALLS pairs of calls. */
+static uint64_t time_calls(const struct calibration_pair *pair)
 {
+    static char token; /* a pointer no sample ever had */
     uint64_t t0 = thread_cpu_ns();
-    for (int i = 0; i < PROBE_COST_CALLS; i++)
-        calibration_call(~0UL, 2);
+    for (int i = 0; i < PROBE_COST_CALLS; i++) {
+        pair->alloc(~0UL, 2);
+        pair->free(&token);
+    }
     return thread_cpu_ns() - t0;
 }
 
@@ -56,79 +74,140 @@ static int by_value(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-/* The plan of one "allocator" function: the calibration target in our own
- * executable, probed as calloc. */
-static int calibration_plan(struct allocator_plan *plan, char *err, size_t errlen)
+/* Plans `name` of our own executable, probed as `kind`, into `f`. */
+static int plan_function(struct elf_file *ef, const char *name, enum hp_kind kind,
+                         struct allocator_func *f, char *err, size_t errlen)
 {
-    struct elf_file *ef;
     struct elf_symbol sym;
-    int e = elf_file_open("/proc/self/exe", &ef);
-    if (e == 0) {
-        e = elf_file_find_function(ef, "heapprofd_calibration_target", false, &sym);
-        elf_file_close(ef);
-    }
+    int e = elf_file_find_function(ef, name, false, &sym);
     if (e) {
-        snprintf(err, errlen, "find heapprofd_calibration_target in /proc/self/exe: %s",
-                 strerror(-e));
+        snprintf(err, errlen, "find %s in /proc/self/exe: %s", name, strerror(-e));
         return e;
     }
-    memset(plan, 0, sizeof(*plan));
-    plan->funcs[0] = (struct allocator_func){
-        .name = "calloc",
-        .kind = HP_CALLOC,
+    *f = (struct allocator_func){
+        .name = name,
+        .kind = kind,
         .object_path = "/proc/self/exe",
         .open_path = "/proc/self/exe",
         .symbol_offset = sym.file_offset,
         .file_offset = sym.file_offset,
         .emulated = 1,
     };
-    plan->n = 1;
     return 0;
 }
 
-/* Times the calls with the probe in: the median of the runs into *probed,
- * the hits per call from the calibration slot's counter. */
-static int time_probed(struct bpf_state *bpf, const struct allocator_plan *plan,
-                       uint64_t *probed, double *hits_per_call, char *err, size_t errlen)
+/* The plan of the probed pair: in our own executable, as calloc and free. */
+static int calibration_plan(struct allocator_plan *plan, char *err, size_t errlen)
 {
-    struct probe_links links = {0};
-    uint64_t runs[PROBE_COST_RUNS], hits = 0;
+    struct elf_file *ef;
+    memset(plan, 0, sizeof(*plan));
+    int e = elf_file_open("/proc/self/exe", &ef);
+    if (e) {
+        snprintf(err, errlen, "open /proc/self/exe: %s", strerror(-e));
+        return e;
+    }
+    e = plan_function(ef, "heapprofd_calibration_alloc", HP_CALLOC, &plan->funcs[0], err, errlen);
+    if (e == 0)
+        e = plan_function(ef, "heapprofd_calibration_free", HP_FREE, &plan->funcs[1], err, errlen);
+    elf_file_close(ef);
+    plan->n = e ? 0 : 2;
+    return e;
+}
+
+/* The median added and bare CPU ns of PROBE_COST_CALLS pairs, over
+ * PROBE_COST_RUNS runs of the probed pair and its bare twins in turn: each
+ * run's pair back to back, so that the machine's load, which changes the
+ * cost of a trap by 2x here, weighs on both alike. */
+static void time_runs(uint64_t *added, uint64_t *bare)
+{
+    uint64_t diffs[PROBE_COST_RUNS], bares[PROBE_COST_RUNS];
+    for (int r = 0; r < PROBE_COST_RUNS; r++) {
+        bares[r] = time_calls(&bare_pair);
+        uint64_t probed = time_calls(&probed_pair);
+        diffs[r] = probed > bares[r] ? probed - bares[r] : 0;
+    }
+    qsort(diffs, PROBE_COST_RUNS, sizeof(diffs[0]), by_value);
+    qsort(bares, PROBE_COST_RUNS, sizeof(bares[0]), by_value);
+    *added = diffs[PROBE_COST_RUNS / 2];
+    *bare = bares[PROBE_COST_RUNS / 2];
+}
+
+/* A process of ours that only waits, for links that stand for another
+ * target's on the same functions: -errno if it cannot be made. */
+static pid_t start_sharer(void)
+{
+    pid_t pid = fork();
+    if (pid == 0) {
+        for (;;)
+            pause();
+    }
+    return pid < 0 ? -errno : pid;
+}
+
+/* Times the pair with its probes in, bare twins in turn: the added CPU ns
+ * into added[0]; then with links on the same functions for one other
+ * process (added[1]) and for 1 + PROBE_COST_SHARERS (added[2]), as other
+ * targets of the same library have. The hits a pair come from the spare
+ * slot's counter. */
+static int time_probed(struct bpf_state *bpf, const struct allocator_plan *plan,
+                       struct probe_cost *out, uint64_t added[3], char *err, size_t errlen)
+{
+    struct probe_links mine = {0}, others[1 + PROBE_COST_SHARERS];
+    pid_t sharers[1 + PROBE_COST_SHARERS];
+    uint64_t hits = 0, bare = 0;
+    memset(others, 0, sizeof(others));
     int e = bpf_state_zero_hits(bpf, HP_SPARE_SLOT);
     if (e == 0)
-        e = probe_links_attach(bpf, getpid(), HP_SPARE_SLOT, plan, &links, err, errlen);
-    for (int r = 0; r < PROBE_COST_RUNS && e == 0; r++)
-        runs[r] = time_calls();
-    if (e == 0)
+        e = probe_links_attach(bpf, getpid(), HP_SPARE_SLOT, plan, &mine, err, errlen);
+    if (e == 0) {
+        time_runs(&added[0], &bare);
         e = bpf_state_read_hits(bpf, HP_SPARE_SLOT, &hits);
-    probe_links_release(&links);
+    }
+    out->bare_ns = bare / PROBE_COST_CALLS;
+    int n = 0;
+    for (; n < 1 + PROBE_COST_SHARERS && e == 0; n++) {
+        if ((sharers[n] = start_sharer()) < 0) {
+            e = sharers[n];
+            snprintf(err, errlen, "fork a process to share the probes: %s", strerror(-e));
+            break;
+        }
+        e = probe_links_attach(bpf, sharers[n], HP_SPARE_SLOT, plan, &others[n], err, errlen);
+        if (e == 0 && (n == 0 || n == PROBE_COST_SHARERS))
+            time_runs(&added[n == 0 ? 1 : 2], &bare);
+    }
+    probe_links_release(&mine);
+    for (int k = 0; k < n; k++) {
+        probe_links_release(&others[k]);
+        kill(sharers[k], SIGKILL);
+        waitpid(sharers[k], NULL, 0);
+    }
     if (e == 0 && hits == 0) {
-        snprintf(err, errlen, "the probe on heapprofd_calibration_target never ran");
+        snprintf(err, errlen, "the probes on heapprofd_calibration_alloc and _free never ran");
         e = -ENOENT;
     }
-    if (e)
-        return e;
-    qsort(runs, PROBE_COST_RUNS, sizeof(runs[0]), by_value);
-    *probed = runs[PROBE_COST_RUNS / 2];
-    *hits_per_call = (double)hits / ((double)PROBE_COST_RUNS * PROBE_COST_CALLS);
-    return 0;
+    out->hits_per_pair = (double)hits / ((double)PROBE_COST_RUNS * PROBE_COST_CALLS);
+    return e;
 }
 
 int probe_cost_calibrate(struct bpf_state *bpf, struct probe_cost *out, char *err, size_t errlen)
 {
     struct allocator_plan plan;
-    uint64_t probed;
+    uint64_t added[3] = {0, 0, 0};
     memset(out, 0, sizeof(*out));
     int e = calibration_plan(&plan, err, errlen);
-    uint64_t bare = e ? 0 : time_calls();
     if (e == 0)
-        e = time_probed(bpf, &plan, &probed, &out->hits_per_call, err, errlen);
+        e = time_probed(bpf, &plan, out, added, err, errlen);
     if (e)
         return e;
-    uint64_t bare_after = time_calls();
-    bare = bare_after < bare ? bare_after : bare;
-    double added = probed > bare ? (double)(probed - bare) : 0;
-    out->bare_ns = bare / PROBE_COST_CALLS;
-    out->ns_per_hit = (uint64_t)(added / (PROBE_COST_CALLS * out->hits_per_call) + 0.5);
+    double hits = PROBE_COST_CALLS * out->hits_per_pair;
+    out->ns_per_hit = (uint64_t)((double)added[0] / hits + 0.5);
+    /* Entries and returns alike: the return probes' consumers are the
+     * entries' links too. */
+    double per = added[2] > added[1] ? (double)(added[2] - added[1]) / hits / PROBE_COST_SHARERS
+                                     : 0;
+    double first = added[1] > added[0] ? (double)(added[1] - added[0]) / hits - per : 0;
+    out->ns_per_sharer = (uint64_t)(per + 0.5);
+    out->ns_when_shared = first > 0 ? (uint64_t)(first + 0.5) : 0;
     return 0;
 }
 
@@ -147,8 +226,9 @@ int probe_cost_describe(uint64_t hits, uint64_t ns_per_hit, uint64_t cpu_ns, cha
     struct cost_estimate c;
     probe_cost_estimate(hits, ns_per_hit, cpu_ns, &c);
     if (!ns_per_hit)
-        return snprintf(buf, len, "heapprofd's probes ran %llu times in this process (no cost "
-                        "estimate for its sampler)", (unsigned long long)hits);
+        return snprintf(buf, len, "heapprofd's probes ran %llu times in this process (no "
+                        "estimate of their cost: not calibrated yet, or not for its sampler)",
+                        (unsigned long long)hits);
     if (!c.percent_known)
         return snprintf(buf, len, "heapprofd added ~%.3g CPU s to this process (%llu probe hits "
                         "at ~%llu ns)", c.added_cpu_seconds, (unsigned long long)hits,

@@ -175,7 +175,9 @@ static void on_fork(struct process_watch *w, const struct hp_proc_event *ev)
     uint64_t now = monotonic_ns();
     struct pending p = {.pid = (pid_t)ev->pid, .parent = (pid_t)ev->ppid, .sampler = -1,
                         .event_ns = ev->time_ns, .not_before_ns = ev->time_ns + FORK_GRACE_NS};
-    enum sampler_kind sampler; /* the child's memory holds its parent's sampler: the same */
+    /* The child's memory holds its parent's sampler (a patch, or uprobes'
+     * breakpoints): it gets the same. */
+    enum sampler_kind sampler;
     bool parent_known = targets_holders_of(w->targets, p.parent, &parent, &sampler);
     if (parent_known)
         p.sampler = (int)sampler;
@@ -239,8 +241,13 @@ static void finish_pending(struct process_watch *w, const struct pending *p, int
     } else if (e == -ESRCH) {
         /* gone already */
     } else if (p->parent) {
-        char why[512];
-        int scrubbed = targets_scrub_inherited(w->targets, p->pid, why, sizeof(why));
+        /* Uprobes' breakpoints can be taken out; an in-process sampler's
+         * patch cannot be by a uprobe (removing one writes the file's
+         * first byte back over the patched entry). */
+        char why[512] = "it inherited the in-process sampler, which stays";
+        int scrubbed = p->sampler == SAMPLER_INPROCESS
+                           ? -EPERM
+                           : targets_scrub_inherited(w->targets, p->pid, why, sizeof(why));
         fprintf(stderr, "heapprofd: pid %d, forked by profiled pid %d, is not profiled: %s; %s%s\n",
                 (int)p->pid, (int)p->parent, err,
                 scrubbed == 0 ? "the probes it inherited were taken out"

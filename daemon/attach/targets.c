@@ -382,7 +382,7 @@ bool targets_holders_of(struct targets *t, pid_t pid, struct holders *out,
     if (tg)
         *out = tg->holders;
     if (tg && sampler)
-        *sampler = tg->wanted;
+        *sampler = tg->inproc ? SAMPLER_INPROCESS : SAMPLER_UPROBE;
     pthread_mutex_unlock(&t->lock);
     return tg != NULL;
 }
@@ -418,13 +418,30 @@ int targets_scrub_inherited(struct targets *t, pid_t pid, char *err, size_t errl
     return e;
 }
 
-/* The CPU time one probe hit costs target `tg`. It belongs to the sampler
- * that probes it: the uprobe sampler's is calibrated at start-up; a
- * sampler whose hits are only its sampled calls needs its own (0: not
- * known). */
+/* Under the lock: the other targets probed through uprobes on the
+ * allocator `tg` is (the file mapped where its malloc is). */
+static size_t sharers_of(const struct targets *t, const struct target *tg)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < HP_MAX_TARGETS; i++) {
+        const struct target *o = t->slot[i];
+        n += o && o != tg && !o->attaching && !o->detaching && !o->inproc &&
+             o->malloc_inode == tg->malloc_inode;
+    }
+    return n;
+}
+
+/* Under the lock: the CPU time one probe hit costs target `tg`. It belongs
+ * to the sampler that probes it: the uprobe sampler's is calibrated at
+ * start-up, plus what the links of the other targets of the same library
+ * add to each hit; a sampler whose hits are only its sampled calls needs
+ * its own (0: not known). */
 static uint64_t ns_per_hit_of(const struct targets *t, const struct target *tg)
 {
-    return tg->inproc ? 0 : t->ns_per_hit;
+    if (tg->inproc || !t->ns_per_hit)
+        return 0;
+    size_t sharers = sharers_of(t, tg);
+    return t->ns_per_hit + (sharers ? t->ns_when_shared + t->ns_per_sharer * sharers : 0);
 }
 
 void target_info_copy(const struct targets *t, const struct target *tg, struct target_info *out)
@@ -466,6 +483,15 @@ bool targets_info(struct targets *t, pid_t pid, struct target_info *out)
     if (tg)
         target_info_count(t, slot, out);
     return tg != NULL;
+}
+
+void targets_set_cost(struct targets *t, const struct probe_cost *cost)
+{
+    pthread_mutex_lock(&t->lock);
+    t->ns_per_hit = cost->ns_per_hit;
+    t->ns_when_shared = cost->ns_when_shared;
+    t->ns_per_sharer = cost->ns_per_sharer;
+    pthread_mutex_unlock(&t->lock);
 }
 
 uint64_t targets_idle_ns(struct targets *t)

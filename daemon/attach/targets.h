@@ -24,6 +24,7 @@
 #include "bpf_state.h"
 #include "holders.h"
 #include "hp_limits.h"
+#include "probe_cost.h"
 #include "proc_maps.h"
 #include "sampler_choice.h"
 #include "unwind_manager.h"
@@ -44,7 +45,8 @@ struct target_info {
     struct holders holders; /* why it is profiled */
     uint64_t attach_delay_ns; /* from its exec or fork to attached; 0: not attached on one */
     uint64_t probe_hits;   /* probe runs in it since attach (each a trap) */
-    uint64_t ns_per_hit;   /* CPU ns one costs, for its sampler (0: not calibrated) */
+    uint64_t ns_per_hit;   /* CPU ns one costs, for its sampler and the other targets of its
+                            * allocator's library (0: not calibrated) */
     uint64_t cpu_ns;       /* CPU time the process used since attach, its probes' included */
     uint64_t cpu_ns_at_attach; /* its CPU time when attached (what cpu_ns counts from) */
     uint64_t forks_unprofiled; /* children it forked that could not be profiled */
@@ -94,8 +96,10 @@ struct targets {
     uint64_t last_inject_stop_ns;  /* under lock: target stopped at the last injection */
     uint64_t last_restore_stop_ns; /* atomic: target stopped at the last restore */
     uint64_t idle_ns;          /* under lock: --idle-detach (0: a request holds for ever) */
-    uint64_t ns_per_hit;       /* calibrated cost of a uprobe sampler's hit (probe_cost.h); set
-                                * before the first attach, read-only after */
+    uint64_t ns_per_hit;       /* under lock: calibrated cost of a uprobe sampler's hit
+                                * (probe_cost.h); 0 until calibrated */
+    uint64_t ns_when_shared;   /* under lock: what another target of the same library adds */
+    uint64_t ns_per_sharer;    /* under lock: and each one more */
     targets_farewell_fn on_farewell; /* NULL: nothing kept of targets that go */
     void *on_farewell_arg;
     /* Told of each attach a hold of the daemon's own settings made (pid,
@@ -163,7 +167,7 @@ int targets_hold_set(struct targets *t, pid_t pid, const struct holders *holders
  * holds it any more it is detached now, no last profile kept. */
 void targets_release(struct targets *t, pid_t pid, enum hold_kind kind);
 
-/* The holders of target `pid`, and the sampler it asked for if `sampler`
+/* The holders of target `pid`, and the sampler in use in it if `sampler`
  * is not NULL (false if it is not a target). */
 bool targets_holders_of(struct targets *t, pid_t pid, struct holders *out,
                         enum sampler_kind *sampler);
@@ -204,6 +208,9 @@ bool targets_exec_d(struct targets *t, pid_t pid, uint64_t event_ns, struct hold
 
 /* A copy of target `pid` (false if it is not one). */
 bool targets_info(struct targets *t, pid_t pid, struct target_info *out);
+
+/* Sets the calibrated cost of a probe hit (probe_cost.h). */
+void targets_set_cost(struct targets *t, const struct probe_cost *cost);
 
 /* --idle-detach: how long a request holds a process (0: for ever). */
 uint64_t targets_idle_ns(struct targets *t);

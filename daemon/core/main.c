@@ -7,6 +7,7 @@
  * SIGTERM. SIGHUP rereads the config.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -104,26 +105,38 @@ static void reload(int argc, char **argv, struct options *opts, struct daemon_ct
     sd_notify_send("READY=1");
 }
 
-/* Measures what a probe hit costs here, for the cost estimates. */
-static void calibrate(struct targets *targets, struct bpf_state *bpf)
+/* The start-up calibration of a probe hit's cost, on a thread of its own:
+ * it takes ~0.5 s (links made and removed, each waiting for RCU), which
+ * serving need not wait for; until it is done, costs are not estimated. */
+struct calibration {
+    pthread_t thread;
+    int started;
+    struct targets *targets;
+};
+
+/* The calibration thread: measures, then hands the costs to the targets. */
+static void *calibrate(void *arg)
 {
+    struct calibration *c = arg;
     struct probe_cost cost;
     char err[512];
-    if (probe_cost_calibrate(bpf, &cost, err, sizeof(err)) != 0) {
+    if (probe_cost_calibrate(c->targets->bpf, &cost, err, sizeof(err)) != 0) {
         fprintf(stderr, "heapprofd: no cost estimates: calibrating a probe hit: %s\n", err);
-        return;
+        return NULL;
     }
-    targets->ns_per_hit = cost.ns_per_hit;
-    fprintf(stderr, "heapprofd: a probe hit costs ~%llu ns of CPU here (%d calls of %llu ns, "
-            "%.0f hit%s each, %s links)\n", (unsigned long long)cost.ns_per_hit, PROBE_COST_CALLS,
-            (unsigned long long)cost.bare_ns, cost.hits_per_call, cost.hits_per_call > 1.5 ? "s" : "",
-            bpf_state_layout_name(bpf->layout));
+    targets_set_cost(c->targets, &cost);
+    fprintf(stderr, "heapprofd: a probe hit costs ~%llu ns of CPU here; with other targets of "
+            "the same library ~%llu ns more, and ~%llu ns for each (%d pairs of calls, %.0f hits "
+            "a pair, %s links)\n", (unsigned long long)cost.ns_per_hit,
+            (unsigned long long)cost.ns_when_shared, (unsigned long long)cost.ns_per_sharer,
+            PROBE_COST_CALLS, cost.hits_per_pair, bpf_state_layout_name(c->targets->bpf->layout));
+    return NULL;
 }
 
 /* The targets and the watch on process lifetimes: the event source, the
  * processes of a previous daemon, the --pid ones, the rules' matches. */
 static void start_targets(const struct options *opts, struct daemon_ctx *ctx,
-                          struct targets *targets)
+                          struct targets *targets, struct calibration *cal)
 {
     char err[512];
     struct process_events *events = NULL;
@@ -134,7 +147,10 @@ static void start_targets(const struct options *opts, struct daemon_ctx *ctx,
     targets->on_attached = audit_own_attach;
     targets->on_farewell = views_keep_last_profile;
     targets->on_farewell_arg = ctx;
-    calibrate(targets, ctx->bpf);
+    cal->targets = targets;
+    cal->started = pthread_create(&cal->thread, NULL, calibrate, cal) == 0;
+    if (!cal->started)
+        fprintf(stderr, "heapprofd: no cost estimates: no thread to calibrate them\n");
     if (process_events_open(&events, err, sizeof(err)) != 0)
         fprintf(stderr, "heapprofd: %s; new processes are found by a scan every second\n", err);
     targets->events = events;
@@ -158,7 +174,7 @@ static void start_targets(const struct options *opts, struct daemon_ctx *ctx,
  * get 503. */
 static int start_profiling(const struct options *opts, struct daemon_ctx *ctx,
                            struct bpf_state *bpf, struct targets *targets,
-                           struct unwind_manager *unwind)
+                           struct unwind_manager *unwind, struct calibration *cal)
 {
     int e = bpf_state_load(bpf, opts->sample_interval, opts->layout, opts->pin_dir,
                            &opts->map_sizes, ctx->bpf_error, sizeof(ctx->bpf_error));
@@ -181,7 +197,7 @@ static int start_profiling(const struct options *opts, struct daemon_ctx *ctx,
     ctx->bpf = bpf;
     if (!opts->unwind_fp_only && unwind_manager_init(unwind, bpf) == 0)
         ctx->unwind = unwind;
-    start_targets(opts, ctx, targets);
+    start_targets(opts, ctx, targets, cal);
     return 0;
 }
 
@@ -256,7 +272,8 @@ int main(int argc, char **argv)
     symbol_cache_init(&cache);
     exited_profiles_init(&exited);
     struct http_server *server = NULL;
-    int rc = start_profiling(&opts, &ctx, &bpf, &targets, &unwind) ? 1 : 0;
+    struct calibration cal = {.started = 0};
+    int rc = start_profiling(&opts, &ctx, &bpf, &targets, &unwind, &cal) ? 1 : 0;
 
     struct http_listen how = {
         .host = opts.listen_host,
@@ -283,6 +300,8 @@ int main(int argc, char **argv)
     sd_notify_send("STOPPING=1");
     http_server_stop(server);
     process_watch_stop(ctx.watch);
+    if (cal.started)
+        pthread_join(cal.thread, NULL); /* its links use the BPF object */
     /* Probes go; with pinned maps the counts stay for the next daemon. */
     if (ctx.targets)
         targets_destroy(ctx.targets, opts.pin_dir[0] != '\0');

@@ -310,6 +310,8 @@ static int write_target_counters(struct daemon_ctx *ctx, struct pprof_buf *out)
     unsigned long long reattached = ctx->targets->reattached_total;
     unsigned long long idle = ctx->targets->idle_detached_total;
     unsigned long long ns_per_hit = ctx->targets->ns_per_hit;
+    unsigned long long ns_per_sharer = ctx->targets->ns_per_sharer;
+    unsigned long long ns_when_shared = ctx->targets->ns_when_shared;
     unsigned long long attach_ns = ctx->targets->last_attach_ns;
     unsigned long long detach_ns = ctx->targets->last_detach_ns;
     pthread_mutex_unlock(&ctx->targets->lock);
@@ -336,8 +338,14 @@ static int write_target_counters(struct daemon_ctx *ctx, struct pprof_buf *out)
                              "# HELP heapprofd_probe_hit_cost_seconds CPU time one probe hit adds "
                              "to a process, calibrated at start-up (0: not calibrated).\n"
                              "# TYPE heapprofd_probe_hit_cost_seconds gauge\n"
-                             "heapprofd_probe_hit_cost_seconds %.9f\n",
-                             ns_per_hit / 1e9);
+                             "heapprofd_probe_hit_cost_seconds %.9f\n"
+                             "# HELP heapprofd_probe_hit_cost_shared_seconds CPU time a probe "
+                             "hit costs more when other targets have links on the same library "
+                             "(when=first: once any has; when=each: for each), calibrated.\n"
+                             "# TYPE heapprofd_probe_hit_cost_shared_seconds gauge\n"
+                             "heapprofd_probe_hit_cost_shared_seconds{when=\"first\"} %.9f\n"
+                             "heapprofd_probe_hit_cost_shared_seconds{when=\"each\"} %.9f\n",
+                             ns_per_hit / 1e9, ns_when_shared / 1e9, ns_per_sharer / 1e9);
     if (e == 0)
         e = pprof_buf_printf(out,
                              "# HELP heapprofd_last_attach_seconds Time the last attach took.\n"
