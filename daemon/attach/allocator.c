@@ -9,6 +9,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <unistd.h>
+
+#include <sys/stat.h>
+
+#include "debug_link.h"
 #include "elf_file.h"
 #include "load_order.h"
 #include "probe_site.h"
@@ -38,6 +43,7 @@ static const struct {
 struct candidate {
     const struct loaded_object *lo;
     struct elf_file *ef;
+    struct elf_file *debug; /* a stripped static executable's debug file, or NULL */
     int tried;
     int is_static_exe;
 };
@@ -56,6 +62,69 @@ static int open_object(pid_t pid, const struct loaded_object *lo, struct elf_fil
     }
     snprintf(path, pathlen, "/proc/%d/root%s", (int)pid, lo->path);
     return elf_file_open(path, ef);
+}
+
+/* GNU build ID hex into bytes; their count, 0 if the text is not hex. */
+static size_t build_id_bytes(const char *hex, unsigned char *out, size_t cap)
+{
+    size_t n = 0;
+    for (; hex[0] && hex[1] && n < cap; hex += 2) {
+        unsigned v;
+        if (sscanf(hex, "%2x", &v) != 1)
+            return 0;
+        out[n++] = (unsigned char)v;
+    }
+    return hex[0] ? 0 : n;
+}
+
+/*
+ * The debug file of a static executable stripped of its symbols, found by
+ * its build ID only (in the process's root, then ours; see debug_link.h):
+ * a matching build ID makes its symbol addresses the executable's own. A
+ * .gnu_debuglink name alone is not enough here: it says which file, not
+ * which build. NULL if there is none.
+ */
+static struct elf_file *open_debug_file(pid_t pid, const struct candidate *c, const char *path)
+{
+    char hex[129], root[64];
+    unsigned char id[64];
+    struct stat st;
+    struct elf_file *dbg = NULL;
+    size_t len;
+    if (elf_file_build_id(c->ef, hex, sizeof(hex)) != 0 ||
+        !(len = build_id_bytes(hex, id, sizeof(id))) || stat(path, &st) != 0)
+        return NULL;
+    snprintf(root, sizeof(root), "/proc/%d/root", (int)pid);
+    struct debug_target t = {.root = root, .path = c->lo->path, .build_id = id,
+                             .build_id_len = len, .dev = st.st_dev, .ino = st.st_ino};
+    char *found = NULL;
+    int fd = debug_link_open(&t, &found);
+    if (fd < 0)
+        return NULL;
+    if (elf_file_open(found, &dbg) != 0)
+        dbg = NULL;
+    close(fd);
+    free(found);
+    return dbg;
+}
+
+/* Opens candidate `c` (the i-th object in load order) on first use; a
+ * static executable without a symbol for malloc gets its debug file too. */
+static void open_candidate(pid_t pid, struct candidate *c, size_t i)
+{
+    char path[512];
+    struct elf_symbol sym;
+    if (c->tried)
+        return;
+    c->tried = 1;
+    if (open_object(pid, c->lo, &c->ef, path, sizeof(path)) != 0) {
+        c->ef = NULL;
+        return;
+    }
+    /* A static executable binds to its own symbol table. */
+    c->is_static_exe = i == 0 && !elf_file_is_dynamic(c->ef);
+    if (c->is_static_exe && elf_file_find_function(c->ef, "malloc", false, &sym) != 0)
+        c->debug = open_debug_file(pid, c, path);
 }
 
 /* The mapping of `object_path` holding file offset `off`, to place code in memory. */
@@ -144,19 +213,13 @@ int allocator_resolve(pid_t pid, const struct proc_maps *maps, struct allocator_
     for (size_t k = 0; k < N_PROBED && e == 0; k++) {
         for (size_t i = 0; i < lo.n; i++) {
             struct candidate *c = &cands[i];
-            if (!c->tried) {
-                char path[512];
-                c->tried = 1;
-                if (open_object(pid, c->lo, &c->ef, path, sizeof(path)) != 0)
-                    c->ef = NULL;
-                /* A static executable binds to its own symbol table. */
-                c->is_static_exe = c->ef && i == 0 && !elf_file_is_dynamic(c->ef);
-            }
+            open_candidate(pid, c, i);
             if (!c->ef)
                 continue;
+            /* Symbols from the debug file name code in the executable: same build. */
             struct elf_symbol sym;
-            if (elf_file_find_function(c->ef, probed_functions[k].name, !c->is_static_exe,
-                                       &sym) != 0)
+            if (elf_file_find_function(c->debug ? c->debug : c->ef, probed_functions[k].name,
+                                       !c->is_static_exe, &sym) != 0)
                 continue;
             e = plan_function(pid, maps, c, k, &sym, plan);
             if (e == -ENOENT)
@@ -170,15 +233,30 @@ int allocator_resolve(pid_t pid, const struct proc_maps *maps, struct allocator_
         have_malloc |= plan->funcs[i].kind == HP_MALLOC;
         have_free |= plan->funcs[i].kind == HP_FREE;
     }
-    if (e == 0 && (!have_malloc || !have_free)) {
+    /* A static executable that defines no free (musl links its simple
+     * malloc then) has nothing that frees: malloc alone is enough. */
+    int is_static = lo.n > 0 && cands[0].is_static_exe;
+    if (e == 0 && is_static && !have_malloc) {
+        char hex[129] = "";
+        if (cands[0].ef)
+            elf_file_build_id(cands[0].ef, hex, sizeof(hex));
+        snprintf(err, errlen,
+                 "process %d cannot be profiled: %s is statically linked and has no symbol for "
+                 "malloc (stripped), and no debug file with its build ID %s was found "
+                 "(/usr/lib/debug/.build-id/)",
+                 (int)pid, lo.v[0].path, hex[0] ? hex : "(none)");
+        e = -ENOEXEC;
+    } else if (e == 0 && (!have_malloc || (!have_free && !is_static))) {
         snprintf(err, errlen, "process %d: no loaded object defines malloc and free", (int)pid);
         e = -ENOENT;
     } else if (e) {
         snprintf(err, errlen, "process %d: resolve allocator functions: %s", (int)pid,
                  strerror(-e));
     }
-    for (size_t i = 0; i < lo.n; i++)
+    for (size_t i = 0; i < lo.n; i++) {
         elf_file_close(cands[i].ef);
+        elf_file_close(cands[i].debug);
+    }
     free(cands);
     load_order_free(&lo);
     if (e)

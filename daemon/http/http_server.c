@@ -100,6 +100,8 @@ static unsigned status_of(int e)
     case -EACCES:
     case -EPERM:
         return MHD_HTTP_FORBIDDEN;
+    case -ENOEXEC: /* it exists, but has nothing we can probe (a stripped static binary) */
+        return MHD_HTTP_UNPROCESSABLE_CONTENT;
     case -ENOSPC:
     case -EAGAIN:
         return MHD_HTTP_SERVICE_UNAVAILABLE;
@@ -174,6 +176,8 @@ static enum MHD_Result serve_profile(struct daemon_ctx *ctx, struct MHD_Connecti
         e = targets_ensure(ctx->targets, qp.q.pid, err, sizeof(err));
     if (e == -ESRCH && qp.q.seconds == 0 && qp.q.min_age_ns == 0 && (!who->via_unix || who->uid == 0))
         return serve_exited(ctx, conn, qp.q.pid, qp.q.debug, default_alloc, err);
+    if (e == -ENOEXEC) /* not the caller's mistake: the operator should hear of it */
+        fprintf(stderr, "heapprofd: %s\n", err);
     if (e)
         return respond_text(ctx, conn, status_of(e), err);
 

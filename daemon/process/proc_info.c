@@ -1,5 +1,5 @@
 /*
- * proc_info.c - reads a process's start time and name from /proc.
+ * proc_info.c - reads a process's start time, name and namespaced pid from /proc.
  */
 #include "proc_info.h"
 
@@ -61,5 +61,37 @@ int proc_comm(pid_t pid, char *buf, size_t len)
     if (e)
         return e;
     buf[strcspn(buf, "\n")] = '\0';
+    return 0;
+}
+
+int proc_ns_pid(pid_t pid, pid_t *ns_pid)
+{
+    char buf[4096];
+    int e = read_proc_file(pid, "status", buf, sizeof(buf));
+    if (e)
+        return e;
+    const char *p = strstr(buf, "\nNSpid:");
+    if (!p) {
+        *ns_pid = pid; /* kernels before 4.1 have no NSpid: one namespace */
+        return 0;
+    }
+    p += strlen("\nNSpid:");
+    const char *last = NULL;
+    while (*p && *p != '\n') {
+        while (*p == ' ' || *p == '\t')
+            p++;
+        if (*p >= '0' && *p <= '9')
+            last = p;
+        while (*p >= '0' && *p <= '9')
+            p++;
+        if (*p && *p != '\n' && *p != ' ' && *p != '\t')
+            return -EINVAL;
+    }
+    if (!last)
+        return -EINVAL;
+    long v = strtol(last, NULL, 10);
+    if (v <= 0 || v > INT32_MAX)
+        return -EINVAL;
+    *ns_pid = (pid_t)v;
     return 0;
 }
