@@ -147,6 +147,15 @@ static long note_vma(struct task_struct *task, struct vm_area_struct *vma, void 
  */
 static __always_inline long find_vma(__u64 addr, struct vma_seen *v)
 {
+    /* Kernels before 5.17 lack the helper (resolved at load, the other
+     * branch dropped): then any address is taken as stack and code, as
+     * frame-pointer walkers without this check do. */
+    if (!bpf_core_enum_value_exists(enum bpf_func_id, BPF_FUNC_find_vma)) {
+        v->start = 0;
+        v->end = ~0ULL;
+        v->flags = HP_VM_EXEC;
+        return 0;
+    }
     return bpf_find_vma(bpf_get_current_task_btf(), addr, note_vma, v, 0);
 }
 
@@ -184,7 +193,7 @@ static __always_inline enum step_result check_code(struct walk_state *u, __u64 r
  */
 static __always_inline bool at_start_of_main_stack(__u64 sp)
 {
-    struct task_struct *task = bpf_get_current_task_btf();
+    struct task_struct *task = (struct task_struct *)bpf_get_current_task();
     __u64 top = BPF_CORE_READ(task, mm, start_stack);
     return top >= sp && top - sp <= HP_START_CODE_BYTES;
 }
