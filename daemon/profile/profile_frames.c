@@ -247,18 +247,25 @@ static bool is_jit_mapping(struct profile_frames *t, size_t i)
     return m->path[0] == '\0' || strncmp(m->path, "[anon:", 6) == 0;
 }
 
+/* The path of the process's executable ("" if unknown), without " (deleted)". */
+static void exe_path(pid_t pid, char *exe, size_t len)
+{
+    char link[64];
+    snprintf(link, sizeof(link), "/proc/%d/exe", (int)pid);
+    ssize_t n = readlink(link, exe, len - 1);
+    exe[n > 0 ? n : 0] = '\0';
+    char *deleted = strstr(exe, " (deleted)");
+    if (deleted && deleted[10] == '\0')
+        *deleted = '\0';
+}
+
 /* "[jit node]": what JIT code without a name is called, after the runtime. */
 static const char *jit_name(struct profile_frames *t)
 {
     if (t->jit_name[0])
         return t->jit_name;
-    char link[64], exe[4096];
-    snprintf(link, sizeof(link), "/proc/%d/exe", (int)t->pid);
-    ssize_t n = readlink(link, exe, sizeof(exe) - 1);
-    exe[n > 0 ? n : 0] = '\0';
-    char *deleted = strstr(exe, " (deleted)");
-    if (deleted && deleted[10] == '\0')
-        *deleted = '\0';
+    char exe[4096];
+    exe_path(t->pid, exe, sizeof(exe));
     const char *base = strrchr(exe, '/') ? strrchr(exe, '/') + 1 : exe;
     snprintf(t->jit_name, sizeof(t->jit_name), base[0] ? "[jit %s]" : "[jit]", base);
     return t->jit_name;
@@ -369,15 +376,10 @@ int profile_frames_stack(struct profile_frames *t, const uint64_t *ret, size_t n
 
 void profile_frames_add_main(struct profile_frames *t)
 {
-    char link[64], exe[4096];
-    snprintf(link, sizeof(link), "/proc/%d/exe", (int)t->pid);
-    ssize_t n = readlink(link, exe, sizeof(exe) - 1);
-    if (n <= 0)
+    char exe[4096];
+    exe_path(t->pid, exe, sizeof(exe));
+    if (!exe[0])
         return;
-    exe[n] = '\0';
-    char *deleted = strstr(exe, " (deleted)");
-    if (deleted && deleted[10] == '\0')
-        *deleted = '\0';
     for (size_t i = 0; i < t->maps->n; i++) {
         if (t->maps->v[i].executable && strcmp(t->maps->v[i].path, exe) == 0) {
             mapping_id(t, i);

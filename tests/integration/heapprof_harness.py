@@ -284,6 +284,18 @@ class Daemon:
         return body
 
 
+def metrics(daemon, prefix="heapprofd_"):
+    """The /metrics values whose names start with prefix: {name: value}."""
+    status, body = daemon.get("/metrics")
+    check(status == 200, f"GET /metrics: status {status}")
+    out = {}
+    for line in body.decode("utf-8", "replace").splitlines():
+        if line.startswith(prefix):
+            name, _, value = line.rpartition(" ")
+            out[name] = float(value)
+    return out
+
+
 # Totals per leaf function of tests/workloads/exact.c at --sample-interval 1
 # ([alloc_objects, alloc_space, inuse_objects, inuse_space]); test_exact.py
 # explains each line. The one copy: keep it in step with exact.c.

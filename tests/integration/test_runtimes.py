@@ -57,15 +57,8 @@ def reaching_fraction(samples, roots=ROOTS):
 
 
 def unwind_metrics(d):
-    """The heapprofd_unwind_* counters of /metrics: {name without prefix: value}."""
-    status, body = d.get("/metrics")
-    h.check(status == 200, f"GET /metrics: status {status}")
-    out = {}
-    for line in body.decode("utf-8", "replace").splitlines():
-        if line.startswith("heapprofd_unwind_"):
-            name, _, value = line.rpartition(" ")
-            out[name[len("heapprofd_"):]] = float(value)
-    return out
+    """The heapprofd_unwind_* counters of /metrics: {name without heapprofd_: value}."""
+    return {k[len("heapprofd_"):]: v for k, v in h.metrics(d, "heapprofd_unwind_").items()}
 
 
 def run_profiled(name, command, interval, after_done=None, env=None):

@@ -339,14 +339,7 @@ def matching_frames(ours, theirs):
 
 def metrics(daemon):
     """The heapprofd_unwind_* values of /metrics: {name: value}."""
-    status, body = daemon.get("/metrics")
-    h.check(status == 200, f"GET /metrics: status {status}")
-    out = {}
-    for line in body.decode("utf-8", "replace").splitlines():
-        if line.startswith("heapprofd_unwind_"):
-            name, _, value = line.rpartition(" ")
-            out[name] = float(value)
-    return out
+    return h.metrics(daemon, "heapprofd_unwind_")
 
 
 def print_metrics(what, values):
