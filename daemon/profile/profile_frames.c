@@ -24,6 +24,7 @@
 struct mapping_state {
     int64_t id;             /* pprof id, 0 until added */
     struct cached_elf *elf; /* a cache reference, or NULL */
+    int elf_error;          /* why there is none: -ENOEXEC for a file that is not ELF */
     bool elf_tried;
     bool functions, filenames, line_numbers, inline_frames;
 };
@@ -131,7 +132,8 @@ static struct cached_elf *mapping_elf(struct profile_frames *t, size_t i)
     struct mapping_state *s = &t->ms[i];
     if (!s->elf_tried) {
         s->elf_tried = true;
-        if (symbol_cache_get(t->cache, t->pid, &t->maps->v[i], &s->elf) != 0)
+        s->elf_error = symbol_cache_get(t->cache, t->pid, &t->maps->v[i], &s->elf);
+        if (s->elf_error)
             s->elf = NULL;
     }
     return s->elf;
@@ -243,7 +245,7 @@ static bool is_jit_mapping(struct profile_frames *t, size_t i)
     if (!m->executable)
         return false;
     if (proc_mapping_is_file(m))
-        return mapping_elf(t, i) == NULL;
+        return mapping_elf(t, i) == NULL && t->ms[i].elf_error == -ENOEXEC;
     return m->path[0] == '\0' || strncmp(m->path, "[anon:", 6) == 0;
 }
 
