@@ -2,9 +2,10 @@
  * pprof.h - an in-memory pprof profile and its encodings.
  *
  * The profile model (string table, mappings, functions, locations, samples)
- * and three ways out of it: profile.proto (hand-written protobuf, see
+ * and the ways out of it: profile.proto (hand-written protobuf, see
  * https://github.com/google/pprof/blob/main/proto/profile.proto), gzip of
- * any buffer, and Go's legacy `debug=1` heap text. Nothing here knows about
+ * any buffer, Go's legacy `debug=1` heap text, a top table and collapsed
+ * stacks. Nothing here knows about
  * BPF, processes or HTTP, so the encoder can be tested on its own.
  *
  * Ownership: a `struct pprof_profile` owns every string and array it was
@@ -68,6 +69,8 @@ void pprof_free(struct pprof_profile *p);
  * so this returns -EINVAL once a sample was added.
  */
 int pprof_add_sample_type(struct pprof_profile *p, const char *type, const char *unit);
+/* The index of the sample type named `type`, or -ENOENT. */
+int pprof_sample_type_index(const struct pprof_profile *p, const char *type);
 /* Sets period_type and period. */
 int pprof_set_period(struct pprof_profile *p, const char *type, const char *unit, int64_t period);
 /*
@@ -127,5 +130,19 @@ int pprof_gzip(const uint8_t *data, size_t len, struct pprof_buf *out);
  * period; returns -EINVAL for any other profile shape.
  */
 int pprof_write_heap_text(const struct pprof_profile *p, struct pprof_buf *out);
+
+/*
+ * Appends the top table of sample type `type` (an index) to `out`, as
+ * `go tool pprof -top` prints it: flat and cum per function, one line each,
+ * largest flat first (see pprof_top.c). -EINVAL if there is no such type.
+ */
+int pprof_write_top(const struct pprof_profile *p, size_t type, struct pprof_buf *out);
+
+/*
+ * Appends the collapsed stacks of sample type `type` to `out`: one line per
+ * distinct stack, `root;...;leaf VALUE` (see pprof_folded.c). -EINVAL if
+ * there is no such type.
+ */
+int pprof_write_folded(const struct pprof_profile *p, size_t type, struct pprof_buf *out);
 
 #endif

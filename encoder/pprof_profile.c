@@ -251,6 +251,14 @@ int pprof_set_default_sample_type(struct pprof_profile *p, const char *type)
     return -EINVAL;
 }
 
+int pprof_sample_type_index(const struct pprof_profile *p, const char *type)
+{
+    for (size_t i = 0; p && type && i < p->sample_types.n; i++)
+        if (strcmp(pprof_str(p, p->sample_types.v[i].type), type) == 0)
+            return (int)i;
+    return -ENOENT;
+}
+
 void pprof_set_time(struct pprof_profile *p, int64_t time_nanos, int64_t duration_nanos)
 {
     p->time_nanos = time_nanos;

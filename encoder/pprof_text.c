@@ -10,51 +10,17 @@
  */
 #include <errno.h>
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "pprof_profile.h"
+#include "pprof_report.h"
 
 /* The heap sample types, in the one order this format takes. */
 enum { ALLOC_OBJECTS, ALLOC_SPACE, INUSE_OBJECTS, INUSE_SPACE, HEAP_TYPES };
 
 /* text/tabwriter's tab width, as Go's writeHeapInternal sets it. */
 #define TAB_WIDTH 8
-/* Room for most lines without a heap allocation. */
-#define LINE_MAX_STACK 512
-
-/* A text writer appending to a buffer, keeping its first error. */
-struct text_writer {
-    struct pprof_buf *out;
-    int err;
-};
-
-/* Appends printf-formatted text. */
-__attribute__((format(printf, 2, 3))) static void put(struct text_writer *w, const char *fmt, ...)
-{
-    if (w->err)
-        return;
-    char stack[LINE_MAX_STACK], *s = stack;
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(stack, sizeof(stack), fmt, ap);
-    va_end(ap);
-    if (n >= (int)sizeof(stack)) {
-        s = malloc((size_t)n + 1);
-        if (!s) {
-            w->err = -ENOMEM;
-            return;
-        }
-        va_start(ap, fmt);
-        vsnprintf(s, (size_t)n + 1, fmt, ap);
-        va_end(ap);
-    }
-    w->err = n < 0 ? -EINVAL : pprof_buf_append(w->out, s, (size_t)n);
-    if (s != stack)
-        free(s);
-}
 
 /* Width of a cell as text/tabwriter counts it: in UTF-8 characters, not bytes. */
 static size_t cell_width(const char *s)
@@ -66,54 +32,17 @@ static size_t cell_width(const char *s)
 }
 
 /* The tabs after a cell `textw` wide in a column whose widest cell is `maxw`. */
-static void pad(struct text_writer *w, size_t textw, size_t maxw)
+static void pad(struct report_writer *w, size_t textw, size_t maxw)
 {
     /* The column is its widest cell plus padding 1, rounded up to whole tabs. */
     size_t cellw = (maxw + 1 + TAB_WIDTH - 1) / TAB_WIDTH * TAB_WIDTH;
     for (size_t tabs = (cellw - textw + TAB_WIDTH - 1) / TAB_WIDTH; tabs; tabs--)
-        put(w, "\t");
-}
-
-/* One frame of a stack as Go prints it: a location's address and one of its lines. */
-struct frame {
-    uint64_t address;
-    const struct pprof_function *fn; /* NULL: no function known */
-    int64_t line;
-};
-
-/* The frames of sample `s`, leaf and innermost inlined call first, in `*frames`. */
-static int sample_frames(const struct pprof_profile *p, const struct pprof_sample *s,
-                         struct frame **frames, size_t *cap, size_t *n)
-{
-    *n = 0;
-    for (size_t i = 0; i < s->n_locations; i++) {
-        const struct pprof_location *l =
-            &p->locations.v[p->sample_locations.v[s->first_location + i] - 1];
-        size_t need = *n + (l->n_lines ? l->n_lines : 1);
-        if (need > *cap) {
-            size_t c = need * 2;
-            struct frame *f = realloc(*frames, c * sizeof(*f));
-            if (!f)
-                return -ENOMEM;
-            *frames = f;
-            *cap = c;
-        }
-        if (!l->n_lines)
-            (*frames)[(*n)++] = (struct frame){l->address, NULL, 0};
-        for (size_t j = 0; j < l->n_lines; j++) {
-            const struct pprof_line *line = &p->lines.v[l->first_line + j];
-            const struct pprof_function *fn = &p->functions.v[line->function_id - 1];
-            if (!*pprof_str(p, fn->name))
-                fn = NULL; /* Go prints a nameless frame as a bare address */
-            (*frames)[(*n)++] = (struct frame){l->address, fn, line->line};
-        }
-    }
-    return 0;
+        report_put(w, "\t");
 }
 
 /* Prints the `#` lines of a stack, lining up runs of named frames as tabwriter would. */
-static void print_frames(struct text_writer *w, const struct pprof_profile *p,
-                         const struct frame *f, size_t n)
+static void print_frames(struct report_writer *w, const struct pprof_profile *p,
+                         const struct report_frame *f, size_t n)
 {
     /* No function entry addresses in the model: Go's pc-entry offset is 0. */
     const uint64_t offset = 0;
@@ -122,29 +51,29 @@ static void print_frames(struct text_writer *w, const struct pprof_profile *p,
     size_t i = 0;
     while (i < n) {
         if (!f[i].fn) {
-            put(w, "#\t0x%" PRIx64 "\n", f[i].address);
+            report_put(w, "#\t0x%" PRIx64 "\n", f[i].loc->address);
             i++;
             continue;
         }
         /* A tabwriter column block: the run of named frames from here. */
         size_t end = i, addr_w = 0, name_w = 0;
         for (; end < n && f[end].fn; end++) {
-            size_t aw = (size_t)snprintf(addr, sizeof(addr), "0x%" PRIx64, f[end].address);
+            size_t aw = (size_t)snprintf(addr, sizeof(addr), "0x%" PRIx64, f[end].loc->address);
             size_t nw = cell_width(pprof_str(p, f[end].fn->name)) + strlen(off);
             addr_w = aw > addr_w ? aw : addr_w;
             name_w = nw > name_w ? nw : name_w;
         }
         for (; i < end; i++) {
             const char *name = pprof_str(p, f[i].fn->name);
-            size_t aw = (size_t)snprintf(addr, sizeof(addr), "0x%" PRIx64, f[i].address);
-            put(w, "#\t%s", addr);
+            size_t aw = (size_t)snprintf(addr, sizeof(addr), "0x%" PRIx64, f[i].loc->address);
+            report_put(w, "#\t%s", addr);
             pad(w, aw, addr_w);
-            put(w, "%s%s", name, off);
+            report_put(w, "%s%s", name, off);
             pad(w, cell_width(name) + strlen(off), name_w);
-            put(w, "%s:%" PRId64 "\n", pprof_str(p, f[i].fn->filename), f[i].line);
+            report_put(w, "%s:%" PRId64 "\n", pprof_str(p, f[i].fn->filename), f[i].line);
         }
     }
-    put(w, "\n");
+    report_put(w, "\n");
 }
 
 /* A sample's place in Go's order: by in-use bytes, largest first. */
@@ -193,7 +122,7 @@ int pprof_write_heap_text(const struct pprof_profile *p, struct pprof_buf *out)
     if (!order)
         return -ENOMEM;
     int64_t total[HEAP_TYPES] = {0};
-    struct text_writer w = {.out = out};
+    struct report_writer w = {.out = out};
     size_t start_len = out->len;
     for (size_t i = 0; i < n && !w.err; i++) {
         const int64_t *v = &p->sample_values.v[p->samples.v[i].first_value];
@@ -203,27 +132,26 @@ int pprof_write_heap_text(const struct pprof_profile *p, struct pprof_buf *out)
     qsort(order, n, sizeof(*order), by_inuse_bytes);
 
     /* Go prints 2*MemProfileRate: early C++ heap profilers did, and pprof halves it. */
-    put(&w,
+    report_put(&w,
         "heap profile: %" PRId64 ": %" PRId64 " [%" PRId64 ": %" PRId64 "] @ heap/%" PRId64 "\n",
         total[INUSE_OBJECTS], total[INUSE_SPACE], total[ALLOC_OBJECTS], total[ALLOC_SPACE],
         2 * p->period);
-    struct frame *frames = NULL;
-    size_t cap = 0, n_frames = 0;
+    struct report_frames frames = {0};
     for (size_t i = 0; i < n && !w.err; i++) {
         const struct pprof_sample *s = &p->samples.v[order[i].index];
         const int64_t *v = &p->sample_values.v[s->first_value];
-        put(&w, "%" PRId64 ": %" PRId64 " [%" PRId64 ": %" PRId64 "] @", v[INUSE_OBJECTS],
+        report_put(&w, "%" PRId64 ": %" PRId64 " [%" PRId64 ": %" PRId64 "] @", v[INUSE_OBJECTS],
             v[INUSE_SPACE], v[ALLOC_OBJECTS], v[ALLOC_SPACE]);
         for (size_t j = 0; j < s->n_locations; j++) {
             uint64_t id = p->sample_locations.v[s->first_location + j];
-            put(&w, " 0x%" PRIx64, p->locations.v[id - 1].address);
+            report_put(&w, " 0x%" PRIx64, p->locations.v[id - 1].address);
         }
-        put(&w, "\n");
+        report_put(&w, "\n");
         if (!w.err)
-            w.err = sample_frames(p, s, &frames, &cap, &n_frames);
-        print_frames(&w, p, frames, n_frames);
+            w.err = report_sample_frames(p, s, &frames);
+        print_frames(&w, p, frames.v, frames.n);
     }
-    free(frames);
+    report_frames_free(&frames);
     free(order);
     if (w.err)
         out->len = start_len;

@@ -27,6 +27,7 @@
 struct target {
     pid_t pid;
     uint64_t start_time;
+    uint64_t attached_ns; /* CLOCK_MONOTONIC when this daemon attached or adopted it */
     char comm[17];
     char allocator[256];
     struct bpf_link *links[2 * HP_MAX_FUNCS]; /* classic layout: one per probe */
@@ -314,6 +315,7 @@ static int attach(struct targets *t, size_t slot, pid_t pid, uint64_t start_time
     tg->last_maps = maps;
     tg->pid = pid;
     tg->start_time = start_time;
+    tg->attached_ns = now_ns();
     tg->nfuncs = plan.n;
     if (exe_identity(pid, &tg->exe_dev, &tg->exe_ino) != 0)
         tg->exe_ino = 0;
@@ -493,6 +495,7 @@ size_t targets_list(struct targets *t, struct target_info *out, size_t cap)
             memcpy(out[n].allocator, tg->allocator, sizeof(out[n].allocator));
             out[n].nfuncs = tg->nfuncs;
             out[n].emulated = tg->emulated;
+            out[n].attached_ns = tg->attached_ns;
         }
         n++;
     }

@@ -28,6 +28,7 @@ struct target_info {
     char allocator[256];   /* the object whose malloc is probed */
     size_t nfuncs;         /* allocator functions probed */
     size_t emulated;       /* of which probed on an instruction the kernel emulates */
+    uint64_t attached_ns;  /* CLOCK_MONOTONIC when this daemon attached (or adopted) it */
 };
 
 /* Called as a target's exit is noticed, before its BPF state goes: its

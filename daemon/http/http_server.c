@@ -24,8 +24,11 @@
 #include "heap_profile.h"
 #include "metrics.h"
 #include "pprof.h"
+#include "profile_formats.h"
 #include "query.h"
+#include "targets_json.h"
 #include "views.h"
+#include "web_assets.h"
 
 /* One listening socket and what its requests may do. */
 struct listener {
@@ -136,19 +139,35 @@ static int64_t now_ns(void)
 
 /* The kept last profile of process `pid`, which exited; 404 if none. */
 static enum MHD_Result serve_exited(struct daemon_ctx *ctx, struct MHD_Connection *conn, pid_t pid,
-                                    int debug, int default_alloc, const char *not_found)
+                                    struct profile_form *form, const char *not_found)
 {
     struct pprof_buf out = {0};
-    enum exited_form form = debug           ? EXITED_TEXT
-                            : default_alloc ? EXITED_ALLOCS_PROTO
-                                            : EXITED_HEAP_PROTO;
-    if (exited_profiles_get(ctx->exited, pid, form, &out) != 0)
+    int e;
+    if (form->q->format != FORMAT_PROTO) { /* made from the kept profile */
+        e = exited_profiles_write(ctx->exited, pid, profile_form_write_cb, form, &out);
+    } else {
+        enum exited_form f = form->q->debug      ? EXITED_TEXT
+                             : form->default_alloc ? EXITED_ALLOCS_PROTO
+                                                   : EXITED_HEAP_PROTO;
+        form->content_type = form->q->debug ? "text/plain; charset=utf-8"
+                                            : "application/octet-stream";
+        e = exited_profiles_get(ctx->exited, pid, f, &out);
+    }
+    if (e == -ENOENT) {
+        pprof_buf_free(&out);
         return respond_text(ctx, conn, MHD_HTTP_NOT_FOUND, not_found);
+    }
+    if (e) {
+        pprof_buf_free(&out);
+        char err[128];
+        snprintf(err, sizeof(err), "write the last profile of process %d: %s", (int)pid,
+                 strerror(-e));
+        return respond_text(ctx, conn, MHD_HTTP_INTERNAL_SERVER_ERROR, err);
+    }
     if (!out.data)
         out.data = calloc(1, 1);
     atomic_fetch_add(&ctx->profiles_served, 1);
-    return respond(conn, MHD_HTTP_OK, (char *)out.data, out.len,
-                   debug ? "text/plain; charset=utf-8" : "application/octet-stream");
+    return respond(conn, MHD_HTTP_OK, (char *)out.data, out.len, form->content_type);
 }
 
 /* GET /debug/pprof/heap and /debug/pprof/allocs. */
@@ -174,8 +193,9 @@ static enum MHD_Result serve_profile(struct daemon_ctx *ctx, struct MHD_Connecti
     }
     if (qp.q.pid)
         e = targets_ensure(ctx->targets, qp.q.pid, err, sizeof(err));
+    struct profile_form form = {.q = &qp.q, .default_alloc = default_alloc};
     if (e == -ESRCH && qp.q.seconds == 0 && qp.q.min_age_ns == 0 && (!who->via_unix || who->uid == 0))
-        return serve_exited(ctx, conn, qp.q.pid, qp.q.debug, default_alloc, err);
+        return serve_exited(ctx, conn, qp.q.pid, &form, err);
     if (e == -ENOEXEC) /* not the caller's mistake: the operator should hear of it */
         fprintf(stderr, "heapprofd: %s\n", err);
     if (e)
@@ -187,18 +207,9 @@ static enum MHD_Result serve_profile(struct daemon_ctx *ctx, struct MHD_Connecti
     if (e)
         return respond_text(ctx, conn, status_of(e), err);
 
-    struct pprof_buf raw = {0}, out = {0};
-    const char *type = "application/octet-stream";
-    if (qp.q.debug) {
-        e = pprof_write_heap_text(p, &out);
-        type = "text/plain; charset=utf-8";
-    } else {
-        e = pprof_encode(p, &raw);
-        if (e == 0)
-            e = pprof_gzip(raw.data, raw.len, &out);
-    }
+    struct pprof_buf out = {0};
+    e = profile_form_write(p, &form, &out);
     pprof_free(p);
-    pprof_buf_free(&raw);
     atomic_fetch_add(&ctx->profile_build_ns, (uint64_t)(now_ns() - t0));
     atomic_fetch_add(&ctx->profile_builds, 1);
     if (e) {
@@ -209,7 +220,42 @@ static enum MHD_Result serve_profile(struct daemon_ctx *ctx, struct MHD_Connecti
     atomic_fetch_add(&ctx->profiles_served, 1);
     if (!out.data) /* an empty text profile still needs a buffer to hand over */
         out.data = calloc(1, 1);
-    return respond(conn, MHD_HTTP_OK, (char *)out.data, out.len, type);
+    return respond(conn, MHD_HTTP_OK, (char *)out.data, out.len, form.content_type);
+}
+
+/* GET /debug/pprof/?format=json: the profiled processes `who` may see, for the web page. */
+static enum MHD_Result serve_index_json(struct daemon_ctx *ctx, struct MHD_Connection *conn,
+                                        const struct caller *who)
+{
+    struct pprof_buf b = {0};
+    int e = targets_json_write(ctx, who, &b);
+    if (e) {
+        pprof_buf_free(&b);
+        char err[96];
+        snprintf(err, sizeof(err), "list the profiled processes: %s", strerror(-e));
+        return respond_text(ctx, conn, MHD_HTTP_INTERNAL_SERVER_ERROR, err);
+    }
+    return respond(conn, MHD_HTTP_OK, (char *)b.data, b.len, "application/json");
+}
+
+/* A file of the web page, from the binary. Scripts only from here: the page
+ * shows function names, which a profiled program chooses. */
+static enum MHD_Result serve_web_asset(struct MHD_Connection *conn, const struct web_asset *a)
+{
+    struct MHD_Response *r = MHD_create_response_from_buffer(
+        (size_t)(a->end - a->data), (void *)a->data, MHD_RESPMEM_PERSISTENT);
+    if (!r)
+        return MHD_NO;
+    MHD_add_response_header(r, "Content-Type", a->content_type);
+    MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
+    MHD_add_response_header(r, "Cache-Control", "no-cache");
+    /* d3-flame-graph adds its stylesheet as a <style> element: inline styles allowed. */
+    MHD_add_response_header(r, "Content-Security-Policy",
+                            "default-src 'self'; style-src 'self' 'unsafe-inline'; "
+                            "img-src 'self' data:; frame-ancestors 'none'");
+    enum MHD_Result ret = MHD_queue_response(conn, MHD_HTTP_OK, r);
+    MHD_destroy_response(r);
+    return ret;
 }
 
 /* GET /debug/pprof/: the profiled processes, with links. */
@@ -299,14 +345,24 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
     }
     if (strcmp(url, "/metrics") == 0)
         return serve_metrics(ctx, conn);
-    if (strcmp(url, "/debug/pprof/") == 0 || strcmp(url, "/debug/pprof") == 0)
+    if (strcmp(url, "/debug/pprof/") == 0 || strcmp(url, "/debug/pprof") == 0) {
+        const char *format = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "format");
+        if (format && strcmp(format, "json") == 0)
+            return serve_index_json(ctx, conn, &who);
+        if (format && strcmp(format, "html") != 0)
+            return respond_text(ctx, conn, MHD_HTTP_BAD_REQUEST,
+                                "bad format for the index: want json or html");
         return serve_index(ctx, conn);
+    }
     if (strcmp(url, "/debug/pprof/heap") == 0)
         return serve_profile(ctx, conn, &who, 0);
     if (strcmp(url, "/debug/pprof/allocs") == 0)
         return serve_profile(ctx, conn, &who, 1);
+    const struct web_asset *asset = web_asset_find(url);
+    if (asset)
+        return serve_web_asset(conn, asset);
     return respond_text(ctx, conn, MHD_HTTP_NOT_FOUND,
-                        "not found: try /debug/pprof/heap?pid=N, /debug/pprof/, /metrics");
+                        "not found: try /, /debug/pprof/heap?pid=N, /debug/pprof/, /metrics");
 }
 
 /* Fills a socket address from host and port; -EINVAL if host is not an IP address. */

@@ -25,6 +25,8 @@ static void clear_entry(struct exited_entry *e)
 {
     for (int f = 0; f < EXITED_FORMS; f++)
         pprof_buf_free(&e->forms[f]);
+    pprof_free(e->profile);
+    e->profile = NULL;
     e->pid = 0;
 }
 
@@ -81,15 +83,14 @@ int exited_profiles_put(struct exited_profiles *x, pid_t pid, struct pprof_profi
     x->v[slot].pid = pid;
     x->v[slot].exited_at = now;
     memcpy(x->v[slot].forms, forms, sizeof(forms));
+    x->v[slot].profile = p;
     pthread_mutex_unlock(&x->lock);
     return 0;
 }
 
-int exited_profiles_get(struct exited_profiles *x, pid_t pid, enum exited_form form,
-                        struct pprof_buf *out)
+/* The live entry of `pid` (an expired one is cleared); NULL if none. Lock held. */
+static struct exited_entry *find_locked(struct exited_profiles *x, pid_t pid)
 {
-    int e = -ENOENT;
-    pthread_mutex_lock(&x->lock);
     time_t now = now_seconds();
     for (size_t i = 0; i < EXITED_MAX; i++) {
         struct exited_entry *en = &x->v[i];
@@ -97,12 +98,36 @@ int exited_profiles_get(struct exited_profiles *x, pid_t pid, enum exited_form f
             continue;
         if (now - en->exited_at > EXITED_KEEP_SECONDS) {
             clear_entry(en);
-            break;
+            return NULL;
         }
+        return en;
+    }
+    return NULL;
+}
+
+int exited_profiles_get(struct exited_profiles *x, pid_t pid, enum exited_form form,
+                        struct pprof_buf *out)
+{
+    int e = -ENOENT;
+    pthread_mutex_lock(&x->lock);
+    struct exited_entry *en = find_locked(x, pid);
+    if (en)
         e = pprof_buf_append(out, en->forms[form].data ? en->forms[form].data : (uint8_t *)"",
                              en->forms[form].len);
-        break;
-    }
+    pthread_mutex_unlock(&x->lock);
+    return e;
+}
+
+int exited_profiles_write(struct exited_profiles *x, pid_t pid,
+                          int (*write)(const struct pprof_profile *p, void *arg,
+                                       struct pprof_buf *out),
+                          void *arg, struct pprof_buf *out)
+{
+    int e = -ENOENT;
+    pthread_mutex_lock(&x->lock);
+    struct exited_entry *en = find_locked(x, pid);
+    if (en && en->profile)
+        e = write(en->profile, arg, out);
     pthread_mutex_unlock(&x->lock);
     return e;
 }

@@ -3,7 +3,9 @@
  * profiled, kept for a while so that a scrape that comes just after the
  * exit (or a person who asks why a process grew before it died) still gets
  * it. Entries are kept EXITED_KEEP_SECONDS, at most EXITED_MAX of them (the
- * oldest go first); each holds the encoded forms, tens of KiB.
+ * oldest go first); each holds the encoded forms, tens of KiB, and the
+ * profile itself, from which the top table and collapsed stacks are made
+ * on request (a few times the size of its encoding).
  *
  * Thread-safe: one lock.
  */
@@ -36,6 +38,7 @@ struct exited_profiles {
         pid_t pid;
         time_t exited_at; /* CLOCK_MONOTONIC seconds */
         struct pprof_buf forms[EXITED_FORMS];
+        struct pprof_profile *profile; /* owned */
     } v[EXITED_MAX];
     size_t next; /* the slot to reuse when all are taken */
 };
@@ -43,11 +46,19 @@ struct exited_profiles {
 void exited_profiles_init(struct exited_profiles *x);
 void exited_profiles_destroy(struct exited_profiles *x);
 
-/* Keeps the last profile of `pid` (encoded now; `p` stays the caller's). */
+/* Keeps the last profile of `pid`, encoded now; takes `p` on success (else it
+ * stays the caller's). */
 int exited_profiles_put(struct exited_profiles *x, pid_t pid, struct pprof_profile *p);
 
 /* A copy of the kept profile of `pid` in form `form`; -ENOENT if none or expired. */
 int exited_profiles_get(struct exited_profiles *x, pid_t pid, enum exited_form form,
                         struct pprof_buf *out);
+
+/* Writes the kept profile of `pid` to `out` with `write` (under the lock, so
+ * the profile cannot go meanwhile): its result, or -ENOENT if none or expired. */
+int exited_profiles_write(struct exited_profiles *x, pid_t pid,
+                          int (*write)(const struct pprof_profile *p, void *arg,
+                                       struct pprof_buf *out),
+                          void *arg, struct pprof_buf *out);
 
 #endif

@@ -18,6 +18,45 @@ static void quote(char *dst, size_t len, const char *v)
     dst[i] = '\0';
 }
 
+const char *const QUERY_SAMPLE_TYPES[4] = {"alloc_objects", "alloc_space", "inuse_objects",
+                                           "inuse_space"};
+
+/* format=: text or folded (or proto, the default); -EINVAL if another. */
+static int set_format(struct profile_query *q, const char *value, const char *shown, char *err,
+                      size_t errlen)
+{
+    static const struct {
+        const char *name;
+        enum profile_format format;
+    } formats[] = {{"proto", FORMAT_PROTO}, {"text", FORMAT_TEXT}, {"folded", FORMAT_FOLDED}};
+    for (size_t i = 0; value && i < sizeof(formats) / sizeof(formats[0]); i++)
+        if (strcmp(value, formats[i].name) == 0) {
+            q->format = formats[i].format;
+            return 0;
+        }
+    snprintf(err, errlen, "bad format '%s': want text, folded or proto", shown);
+    return -EINVAL;
+}
+
+/* sample_index=: a sample type by name or by its index, as `go tool pprof -sample_index`. */
+static int set_sample_type(struct profile_query *q, const char *value, const char *shown,
+                           char *err, size_t errlen)
+{
+    uint64_t i;
+    if (parse_u64(value, 0, 3, &i) == 0) {
+        q->sample_type = QUERY_SAMPLE_TYPES[i];
+        return 0;
+    }
+    for (i = 0; value && i < 4; i++)
+        if (strcmp(value, QUERY_SAMPLE_TYPES[i]) == 0) {
+            q->sample_type = QUERY_SAMPLE_TYPES[i];
+            return 0;
+        }
+    snprintf(err, errlen, "bad sample_index '%s': want alloc_objects, alloc_space, "
+             "inuse_objects, inuse_space or 0..3", shown);
+    return -EINVAL;
+}
+
 int profile_query_set(struct profile_query *q, const char *key, const char *value, char *err,
                       size_t errlen)
 {
@@ -55,6 +94,10 @@ int profile_query_set(struct profile_query *q, const char *key, const char *valu
             return -EINVAL;
         }
         q->no_symbols = v == 0;
+    } else if (strcmp(key, "format") == 0) {
+        return set_format(q, value, shown, err, errlen);
+    } else if (strcmp(key, "sample_index") == 0) {
+        return set_sample_type(q, value, shown, err, errlen);
     }
     return 0;
 }
@@ -64,6 +107,16 @@ int profile_query_finish(const struct profile_query *q, char *err, size_t errlen
     if (q->seconds && q->min_age_ns) {
         snprintf(err, errlen, "seconds and min_age do not go together: a delta profile counts "
                  "allocations, min_age shows old live ones");
+        return -EINVAL;
+    }
+    if (q->debug && q->format != FORMAT_PROTO) {
+        snprintf(err, errlen, "debug=1 and format= do not go together: debug=1 is Go's text "
+                 "format, format= asks for another");
+        return -EINVAL;
+    }
+    if (q->sample_type && q->format == FORMAT_PROTO) {
+        snprintf(err, errlen, "sample_index applies to format=text and format=folded; the "
+                 "protobuf carries every sample type (go tool pprof -sample_index=...)");
         return -EINVAL;
     }
     return 0;

@@ -1,6 +1,6 @@
 /*
- * query.h - the parameters of a profile request (pid, seconds, debug,
- * symbolize),
+ * query.h - the parameters of a profile request (pid, seconds, min_age,
+ * debug, symbolize, format, sample_index),
  * checked strictly: a value that does not parse or is out of range is an
  * error with a one-line reason, never a silent default. Unknown parameters
  * are ignored, as Go's net/http/pprof does.
@@ -18,6 +18,16 @@
 /* The longest delta profile: a scrape waits this long at most. */
 #define QUERY_MAX_SECONDS 300
 
+/* What a profile request answers in. */
+enum profile_format {
+    FORMAT_PROTO = 0, /* gzipped profile.proto (or Go's text with debug=1) */
+    FORMAT_TEXT,      /* a top table, as `go tool pprof -top` */
+    FORMAT_FOLDED,    /* collapsed stacks, `a;b;c VALUE` */
+};
+
+/* The sample types every heap profile carries, in their order (the HTTP API). */
+extern const char *const QUERY_SAMPLE_TYPES[4];
+
 /* A profile request's parameters. */
 struct profile_query {
     pid_t pid;       /* 0 if not given */
@@ -25,6 +35,8 @@ struct profile_query {
     int debug;       /* 0: profile.proto; 1: Go's legacy text */
     int no_symbols;  /* symbolize=0: raw addresses and mappings, no functions */
     uint64_t min_age_ns; /* min_age=: only allocations still alive and at least this old */
+    enum profile_format format;
+    const char *sample_type; /* sample_index=: one of QUERY_SAMPLE_TYPES; NULL: the route's default */
 };
 
 /* Takes one key=value pair into `q`; -EINVAL with a reason in `err` if the value is bad. */

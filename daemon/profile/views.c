@@ -140,7 +140,9 @@ void views_snapshot_exited(void *arg, pid_t pid, const char *comm, const struct 
         snprintf(line, sizeof(line), "heapprofd: process %d exited; this is its last profile",
                  (int)pid);
         pprof_add_comment(p, line);
-        if (exited_profiles_put(ctx->exited, pid, p) != 0)
+        if (exited_profiles_put(ctx->exited, pid, p) == 0)
+            p = NULL; /* kept */
+        else
             fprintf(stderr, "heapprofd: pid %d exited: keeping its profile failed\n", (int)pid);
     } else {
         fprintf(stderr, "heapprofd: pid %d exited: %s\n", (int)pid, err);

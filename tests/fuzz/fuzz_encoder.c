@@ -13,8 +13,9 @@
  * start). After the script, the decoded profile must hold exactly the model:
  * sample values and location ids, mapping fields, functions' names through
  * the string table, lines, labels, comments, period, default type. The gzip
- * of the encoding must inflate back to it, and the debug=1 text writer
- * must not fail on a heap-shaped profile.
+ * of the encoding must inflate back to it, the debug=1 text writer must not
+ * fail on a heap-shaped profile, and the top table and collapsed stacks
+ * must print every sample type, the folded values adding up to the samples'.
  *
  * Before all that the raw input also goes to the decoder on its own, which
  * must refuse or accept it without a crash.
@@ -569,6 +570,49 @@ static void check_text(const struct pprof_profile *p, const struct model *m)
     pprof_buf_free(&text);
 }
 
+/*
+ * Runs the top table and collapsed stacks for every sample type: each must
+ * print or report an overflow, and the folded values must add up to the
+ * model's samples that have a stack and a value of that type.
+ */
+static void check_reports(const struct pprof_profile *p, const struct model *m)
+{
+    for (size_t t = 0; t <= m->n_types; t++) {
+        struct pprof_buf top = {0}, folded = {0};
+        int e_top = pprof_write_top(p, t, &top), e_folded = pprof_write_folded(p, t, &folded);
+        if (t == m->n_types) {
+            FUZZ_CHECK(e_top == -EINVAL && e_folded == -EINVAL, "reports of a missing type: %d %d",
+                       e_top, e_folded);
+            break;
+        }
+        FUZZ_CHECK(e_top == 0 || e_top == -EOVERFLOW, "top of type %zu: %d", t, e_top);
+        FUZZ_CHECK(e_top != 0 || (top.len > 6 && memcmp(top.data, "Type: ", 6) == 0),
+                   "top of type %zu does not start with its type", t);
+        FUZZ_CHECK(e_folded == 0 || e_folded == -EOVERFLOW, "folded of type %zu: %d", t, e_folded);
+        int64_t want = 0, got = 0;
+        bool overflow = false;
+        for (size_t i = 0; i < m->n_samples; i++)
+            if (m->samples[i].n_locations)
+                overflow |= __builtin_add_overflow(want, m->samples[i].values[t], &want);
+        /* Each line ends in " VALUE\n"; the stack before it has no newline. */
+        for (size_t i = 0, start = 0; e_folded == 0 && i < folded.len; i++) {
+            if (folded.data[i] != '\n')
+                continue;
+            size_t sp = i;
+            while (sp > start && folded.data[sp - 1] != ' ')
+                sp--;
+            FUZZ_CHECK(sp > start + 1, "folded line without a stack and a value");
+            overflow |= __builtin_add_overflow(got, strtoll((const char *)folded.data + sp, NULL, 10), &got);
+            start = i + 1;
+        }
+        if (e_folded == 0 && !overflow)
+            FUZZ_CHECK(got == want, "folded values of type %zu add up to %" PRId64 ", not %" PRId64,
+                       t, got, want);
+        pprof_buf_free(&top);
+        pprof_buf_free(&folded);
+    }
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -597,6 +641,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     pprof_decoded_free(&d);
     check_gzip(&b);
     check_text(p, m);
+    check_reports(p, m);
 
     pprof_buf_free(&b);
     pprof_free(p);

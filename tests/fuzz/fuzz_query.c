@@ -72,6 +72,25 @@ static bool expect_set(struct profile_query *want, const char *key, const char *
         FUZZ_CHECK(ns <= QUERY_MAX_AGE_NS, "min_age %s parsed to %llu ns", value,
                    (unsigned long long)ns);
         want->min_age_ns = ns;
+    } else if (strcmp(key, "format") == 0) {
+        static const char *const names[] = {"proto", "text", "folded"};
+        size_t i = 0;
+        while (i < 3 && !(value && strcmp(value, names[i]) == 0))
+            i++;
+        if (i == 3)
+            return false;
+        want->format = (enum profile_format)i;
+    } else if (strcmp(key, "sample_index") == 0) {
+        static const char *const names[] = {"alloc_objects", "alloc_space", "inuse_objects",
+                                            "inuse_space"};
+        size_t i = 0;
+        while (i < 4 && !(value && strcmp(value, names[i]) == 0))
+            i++;
+        if (i == 4 && decimal_in_range(value, 0, 3))
+            i = strtoull(value, NULL, 10);
+        if (i == 4)
+            return false;
+        want->sample_type = names[i];
     }
     return true;
 }
@@ -120,7 +139,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             failed = true;
         }
         FUZZ_CHECK(q.pid == want.pid && q.seconds == want.seconds && q.debug == want.debug &&
-                       q.no_symbols == want.no_symbols && q.min_age_ns == want.min_age_ns,
+                       q.no_symbols == want.no_symbols && q.min_age_ns == want.min_age_ns &&
+                       q.format == want.format &&
+                       (q.sample_type == want.sample_type ||
+                        (q.sample_type && want.sample_type &&
+                         strcmp(q.sample_type, want.sample_type) == 0)),
                    "query {pid %d, seconds %d, debug %d, no_symbols %d}, expected {%d, %d, %d, %d}",
                    (int)q.pid, q.seconds, q.debug, q.no_symbols, (int)want.pid, want.seconds,
                    want.debug, want.no_symbols);
@@ -129,8 +152,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (!failed) {
         memset(err, 'X', sizeof(err));
         int r = profile_query_finish(&q, err, sizeof(err));
-        /* pid may be left out (all processes); seconds and min_age exclude each other. */
-        bool ok = !(q.seconds && q.min_age_ns);
+        /* pid may be left out (all processes); seconds and min_age exclude each
+         * other, debug=1 excludes format=text|folded, and sample_index needs one of those. */
+        bool ok = !(q.seconds && q.min_age_ns) && !(q.debug && q.format != FORMAT_PROTO) &&
+                  !(q.sample_type && q.format == FORMAT_PROTO);
         FUZZ_CHECK((r == 0) == ok, "finish returned %d for seconds %d, min_age %llu", r,
                    q.seconds, (unsigned long long)q.min_age_ns);
         if (r) {

@@ -1,0 +1,132 @@
+/*
+ * targets_json.c - the profiled processes as JSON (see targets_json.h).
+ * Strings (a process's comm, an allocator's path) may hold any bytes: they
+ * are written as valid UTF-8, control characters escaped and bytes that are
+ * not UTF-8 replaced by U+FFFD, so that any JSON parser reads the list.
+ */
+#include "targets_json.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "hp_limits.h"
+
+/* The length of the valid UTF-8 sequence at `s` (1..4), or 0 if it is not one. */
+static size_t utf8_sequence(const unsigned char *s)
+{
+    size_t n = s[0] < 0x80 ? 1 : (s[0] & 0xe0) == 0xc0 ? 2 : (s[0] & 0xf0) == 0xe0 ? 3
+             : (s[0] & 0xf8) == 0xf0 ? 4 : 0;
+    for (size_t i = 1; i < n; i++)
+        if ((s[i] & 0xc0) != 0x80)
+            return 0;
+    /* Overlong forms, surrogates and code points past U+10FFFF are not UTF-8. */
+    if ((n == 2 && s[0] < 0xc2) || (n == 3 && s[0] == 0xe0 && s[1] < 0xa0) ||
+        (n == 3 && s[0] == 0xed && s[1] >= 0xa0) || (n == 4 && s[0] == 0xf0 && s[1] < 0x90) ||
+        (n == 4 && (s[0] > 0xf4 || (s[0] == 0xf4 && s[1] >= 0x90))))
+        return 0;
+    return n;
+}
+
+/* Appends `s` as a JSON string, quotes included. */
+static int put_string(struct pprof_buf *b, const char *s)
+{
+    int e = pprof_buf_append(b, "\"", 1);
+    const unsigned char *p = (const unsigned char *)s;
+    while (*p && e == 0) {
+        char esc[8];
+        size_t n = utf8_sequence(p);
+        if (n == 0) {
+            e = pprof_buf_append(b, "\\ufffd", 6);
+            p++;
+        } else if (*p == '"' || *p == '\\') {
+            esc[0] = '\\';
+            esc[1] = (char)*p;
+            e = pprof_buf_append(b, esc, 2);
+            p++;
+        } else if (*p < 0x20 || *p == 0x7f) {
+            snprintf(esc, sizeof(esc), "\\u%04x", *p);
+            e = pprof_buf_append(b, esc, 6);
+            p++;
+        } else {
+            e = pprof_buf_append(b, p, n);
+            p += n;
+        }
+    }
+    return e ? e : pprof_buf_append(b, "\"", 1);
+}
+
+/* Appends printf-formatted text. */
+__attribute__((format(printf, 2, 3))) static int put(struct pprof_buf *b, const char *fmt, ...)
+{
+    char line[256];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(line, sizeof(line), fmt, ap);
+    va_end(ap);
+    if (n < 0 || (size_t)n >= sizeof(line))
+        return -EINVAL;
+    return pprof_buf_append(b, line, (size_t)n);
+}
+
+static uint64_t monotonic_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* One target's object. */
+static int put_target(struct pprof_buf *b, const struct target_info *t,
+                      const struct hp_counts *totals, uint64_t now, int first)
+{
+    int64_t inuse = totals->inuse_bytes > 0 ? totals->inuse_bytes >> HP_BYTES_SHIFT : 0;
+    uint64_t allocated = totals->alloc_bytes >> HP_BYTES_SHIFT;
+    double profiled = now > t->attached_ns ? (double)(now - t->attached_ns) / 1e9 : 0;
+    int e = put(b, "%s\n  {\"pid\": %d, \"comm\": ", first ? "" : ",", (int)t->pid);
+    if (e == 0)
+        e = put_string(b, t->comm);
+    if (e == 0)
+        e = put(b, ", \"allocator\": ");
+    if (e == 0)
+        e = put_string(b, t->allocator);
+    if (e == 0)
+        e = put(b,
+                ", \"profiled_seconds\": %.3f, \"inuse_bytes\": %" PRId64
+                ", \"allocated_bytes\": %" PRIu64 "}",
+                profiled, inuse, allocated);
+    return e;
+}
+
+int targets_json_write(struct daemon_ctx *ctx, const struct caller *who, struct pprof_buf *out)
+{
+    struct target_info *info = calloc(HP_MAX_TARGETS, sizeof(*info));
+    uint32_t *tgids = calloc(HP_MAX_TARGETS, sizeof(*tgids));
+    struct hp_counts *totals = calloc(HP_MAX_TARGETS, sizeof(*totals));
+    int e = info && tgids && totals ? 0 : -ENOMEM;
+    size_t n = 0;
+    if (e == 0 && ctx->targets) {
+        size_t all = targets_list(ctx->targets, info, HP_MAX_TARGETS);
+        for (size_t i = 0; i < all && i < HP_MAX_TARGETS; i++)
+            if (access_may_profile(who, info[i].pid) == 0)
+                info[n++] = info[i];
+        for (size_t i = 0; i < n; i++)
+            tgids[i] = (uint32_t)info[i].pid;
+        e = bpf_state_process_totals(ctx->bpf, tgids, n, totals);
+    }
+    uint64_t now = monotonic_ns();
+    if (e == 0)
+        e = put(out, "{\"targets\": [");
+    for (size_t i = 0; i < n && e == 0; i++)
+        e = put_target(out, &info[i], &totals[i], now, i == 0);
+    if (e == 0)
+        e = put(out, "%s]}\n", n ? "\n" : "");
+    free(info);
+    free(tgids);
+    free(totals);
+    return e;
+}

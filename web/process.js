@@ -1,0 +1,195 @@
+// process.js - one process's heap: the flame graph of one sample type
+// (d3-flame-graph, vendored in third_party/) drawn from the daemon's
+// collapsed stacks (format=folded), and its top table (format=text). The
+// view is cumulative since attach, a delta over the next S seconds
+// (seconds=), or the leak view of allocations still alive after an age
+// (min_age=). The controls' state lives in the URL, so a view can be linked.
+'use strict';
+(function () {
+  const fmt = window.hpFormat;
+  const form = document.getElementById('controls');
+  const flameDiv = document.getElementById('flame');
+  const params = new URLSearchParams(location.search);
+  const pid = params.get('pid') || '';
+  let chart = null;
+  let loadSeq = 0; // a newer load makes an older one's answer stale
+
+  function status(text, isError) {
+    const s = document.getElementById('status');
+    s.textContent = text;
+    s.classList.toggle('error', !!isError);
+  }
+
+  // The form's state from the URL.
+  function readParams() {
+    form.sample_index.value = params.get('sample_index') || 'inuse_space';
+    form.view.value = params.has('seconds') ? 'delta' : params.has('min_age') ? 'leak' : 'all';
+    if (params.has('seconds')) form.seconds.value = params.get('seconds');
+    if (params.has('min_age')) form.min_age.value = params.get('min_age');
+    form.icicle.checked = params.get('icicle') === '1';
+  }
+
+  // The profile query of the form's state (without format).
+  function profileQuery() {
+    const q = new URLSearchParams({ pid });
+    if (form.view.value === 'delta') q.set('seconds', form.seconds.value.trim());
+    if (form.view.value === 'leak') q.set('min_age', form.min_age.value.trim());
+    return q;
+  }
+
+  function urlOf(format) {
+    const q = profileQuery();
+    if (format) {
+      q.set('format', format);
+      q.set('sample_index', form.sample_index.value);
+    }
+    return '/debug/pprof/heap?' + q.toString();
+  }
+
+  // GETs `url`; its body, or an Error carrying the daemon's one-line reason.
+  async function fetchText(url) {
+    const r = await fetch(url, { cache: 'no-store' });
+    const body = await r.text();
+    if (!r.ok) throw new Error(body.trim() || r.status + ' ' + r.statusText);
+    return body;
+  }
+
+  // The flame graph's tree from collapsed stacks: {name, value, children}.
+  function treeOf(folded, rootName) {
+    const root = { name: rootName, value: 0, children: [], index: new Map() };
+    for (const line of folded.split('\n')) {
+      const sp = line.lastIndexOf(' ');
+      if (sp <= 0) continue;
+      const value = Number(line.slice(sp + 1));
+      root.value += value;
+      let node = root;
+      for (const frame of line.slice(0, sp).split(';')) {
+        let child = node.index.get(frame);
+        if (!child) {
+          child = { name: frame, value: 0, children: [], index: new Map() };
+          node.index.set(frame, child);
+          node.children.push(child);
+        }
+        child.value += value;
+        node = child;
+      }
+    }
+    (function drop(n) { delete n.index; n.children.forEach(drop); })(root);
+    return root;
+  }
+
+  function drawFlame(tree) {
+    const type = form.sample_index.value;
+    const total = tree.value || 1;
+    chart = flamegraph.default()
+      .width(Math.max(flameDiv.clientWidth, 400))
+      .cellHeight(18)
+      .minFrameSize(1)
+      .transitionDuration(250)
+      .inverted(form.icicle.checked)
+      .sort(true)
+      .label((d) => d.data.name + ': ' + fmt.value(type, d.data.value) + ' (' +
+                    (100 * d.data.value / total).toFixed(2) + '%)');
+    flameDiv.replaceChildren();
+    window.d3.select(flameDiv).datum(tree).call(chart);
+    if (form.search.value.trim()) chart.search(form.search.value.trim());
+  }
+
+  function drawTop(text) {
+    const rows = [];
+    for (const line of text.split('\n')) {
+      const m = line.match(/^\s*(\S+)\s+(\S+%)\s+(\S+%)\s+(\S+)\s+(\S+%)\s+(.*)$/);
+      if (!m || m[1] === 'flat') continue;
+      const tr = document.createElement('tr');
+      m.slice(1).forEach((cell, i) => {
+        const td = document.createElement('td');
+        td.textContent = cell;
+        if (i === 5) td.className = 'name';
+        tr.appendChild(td);
+      });
+      const name = m[6].replace(/ \((partial-)?inline\)$/, '');
+      tr.addEventListener('click', () => {
+        form.search.value = name;
+        if (chart) chart.search(name);
+      });
+      rows.push(tr);
+    }
+    document.querySelector('#top tbody').replaceChildren(...rows);
+  }
+
+  // The process's command name, from the index; "" if it is not listed.
+  async function commOf() {
+    try {
+      const list = JSON.parse(await fetchText('/debug/pprof/?format=json')).targets;
+      const t = list.find((x) => String(x.pid) === pid);
+      return t ? t.comm : '';
+    } catch (e) {
+      return '';
+    }
+  }
+
+  async function load() {
+    const seq = ++loadSeq;
+    flameDiv.dataset.state = 'loading';
+    for (const [id, format] of [['download', ''], ['folded-link', 'folded'], ['text-link', 'text']])
+      document.getElementById(id).href = urlOf(format);
+    const delta = form.view.value === 'delta';
+    status(delta ? 'Collecting allocations for ' + form.seconds.value + ' s…' : 'Loading…');
+    try {
+      // Both at once: a delta's two windows then start and end together.
+      const [folded, top, comm] = await Promise.all([
+        fetchText(urlOf('folded')), fetchText(urlOf('text')), commOf()]);
+      if (seq !== loadSeq) return;
+      const name = (comm ? comm + ' ' : '') + '(pid ' + pid + ')';
+      document.getElementById('title').textContent = name;
+      document.title = 'heapprofd: ' + name;
+      const tree = treeOf(folded, name);
+      drawTop(top);
+      if (!tree.children.length) {
+        flameDiv.replaceChildren();
+        chart = null;
+        status('No samples of this type yet: the process was attached just now, or nothing it ' +
+               'allocated is left in this view. Refresh in a while.');
+      } else {
+        drawFlame(tree);
+        status(fmt.value(form.sample_index.value, tree.value) + ' in ' + tree.children.length +
+               ' root frame' + (tree.children.length > 1 ? 's' : '') +
+               '. Click a frame to zoom, a row of the table to find its function.');
+      }
+      flameDiv.dataset.state = 'ready';
+    } catch (e) {
+      if (seq !== loadSeq) return;
+      status(e.message, true);
+      flameDiv.dataset.state = 'error';
+    }
+  }
+
+  // Puts the form's state in the URL and loads it.
+  function apply() {
+    const q = profileQuery();
+    q.set('sample_index', form.sample_index.value);
+    if (form.icicle.checked) q.set('icicle', '1');
+    history.replaceState(null, '', '/process?' + q.toString());
+    load();
+  }
+
+  if (!/^[0-9]+$/.test(pid)) {
+    status('No process: open this page as /process?pid=N', true);
+    flameDiv.dataset.state = 'error';
+    return;
+  }
+  readParams();
+  form.addEventListener('submit', (e) => { e.preventDefault(); apply(); });
+  form.sample_index.addEventListener('change', apply);
+  form.icicle.addEventListener('change', apply);
+  for (const r of form.querySelectorAll('input[name=view]')) r.addEventListener('change', apply);
+  form.search.addEventListener('input', () => {
+    if (!chart) return;
+    const term = form.search.value.trim();
+    if (term) chart.search(term); else chart.clear();
+  });
+  window.addEventListener('resize', () => {
+    if (chart) chart.width(Math.max(flameDiv.clientWidth, 400)).update();
+  });
+  load();
+})();
