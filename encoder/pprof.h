@@ -17,6 +17,7 @@
 #ifndef HEAPPROF_PPROF_H
 #define HEAPPROF_PPROF_H
 
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -29,6 +30,13 @@ struct pprof_buf {
 
 /* Appends `n` bytes; returns 0 or -ENOMEM. */
 int pprof_buf_append(struct pprof_buf *b, const void *data, size_t n);
+/* Appends printf-formatted text (no NUL); returns 0, -ENOMEM or -EINVAL
+ * (a format vsnprintf refuses). The one printf into a buffer: the text
+ * forms, /metrics and the JSON index write with it. */
+__attribute__((format(printf, 2, 3))) int pprof_buf_printf(struct pprof_buf *b,
+                                                           const char *fmt, ...);
+__attribute__((format(printf, 2, 0))) int pprof_buf_vprintf(struct pprof_buf *b,
+                                                            const char *fmt, va_list ap);
 /* Releases the buffer's memory and empties it. */
 void pprof_buf_free(struct pprof_buf *b);
 

@@ -5,7 +5,9 @@
  * are checked for overflow because a profile's length comes from the target.
  */
 #include <errno.h>
+#include <stdarg.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -48,6 +50,29 @@ int pprof_buf_append(struct pprof_buf *b, const void *data, size_t n)
     memcpy(b->data + b->len, data, n);
     b->len += n;
     return 0;
+}
+
+int pprof_buf_vprintf(struct pprof_buf *b, const char *fmt, va_list ap)
+{
+    va_list again;
+    va_copy(again, ap);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    int err = n < 0 ? -EINVAL : buf_reserve(b, (size_t)n + 1); /* + 1: vsnprintf's NUL */
+    if (err == 0) {
+        vsnprintf((char *)b->data + b->len, (size_t)n + 1, fmt, again);
+        b->len += (size_t)n;
+    }
+    va_end(again);
+    return err;
+}
+
+int pprof_buf_printf(struct pprof_buf *b, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int err = pprof_buf_vprintf(b, fmt, ap);
+    va_end(ap);
+    return err;
 }
 
 void pprof_buf_free(struct pprof_buf *b)

@@ -9,31 +9,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Room for most lines without a heap allocation. */
-#define LINE_MAX_STACK 512
-
 void report_put(struct report_writer *w, const char *fmt, ...)
 {
     if (w->err)
         return;
-    char stack[LINE_MAX_STACK], *s = stack;
     va_list ap;
     va_start(ap, fmt);
-    int n = vsnprintf(stack, sizeof(stack), fmt, ap);
+    w->err = pprof_buf_vprintf(w->out, fmt, ap);
     va_end(ap);
-    if (n >= (int)sizeof(stack)) {
-        s = malloc((size_t)n + 1);
-        if (!s) {
-            w->err = -ENOMEM;
-            return;
-        }
-        va_start(ap, fmt);
-        vsnprintf(s, (size_t)n + 1, fmt, ap);
-        va_end(ap);
-    }
-    w->err = n < 0 ? -EINVAL : pprof_buf_append(w->out, s, (size_t)n);
-    if (s != stack)
-        free(s);
 }
 
 int report_sample_frames(const struct pprof_profile *p, const struct pprof_sample *s,

@@ -4,29 +4,18 @@
  */
 #include "access.h"
 
-#include <arpa/inet.h>
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 
+#include "net_addr.h"
+
 int access_is_loopback(const char *host)
 {
-    struct in_addr a4;
-    struct in6_addr a6;
-    char h[64];
-    snprintf(h, sizeof(h), "%s", host);
-    size_t n = strlen(h);
-    if (n >= 2 && h[0] == '[' && h[n - 1] == ']') {
-        memmove(h, h + 1, n - 2);
-        h[n - 2] = '\0';
-    }
-    if (inet_pton(AF_INET, h, &a4) == 1)
-        return (ntohl(a4.s_addr) >> 24) == 127;
-    if (inet_pton(AF_INET6, h, &a6) == 1)
-        return IN6_IS_ADDR_LOOPBACK(&a6);
-    return 0;
+    struct sockaddr_storage ss;
+    return net_addr_parse(host, 0, &ss) > 0 && net_addr_is_loopback(&ss);
 }
 
 int access_peer_credentials(int fd, struct caller *out)

@@ -11,33 +11,12 @@
 
 #include <unistd.h>
 
-#include <sys/stat.h>
-
+#include "allocator_names.h"
 #include "debug_link.h"
 #include "elf_file.h"
 #include "load_order.h"
 #include "probe_site.h"
-
-/* The functions we probe, and what each one is. Aliases at one address
- * (glibc's memalign and aligned_alloc) are probed once. */
-static const struct {
-    const char *name;
-    enum hp_kind kind;
-} probed_functions[] = {
-    {"malloc", HP_MALLOC},
-    {"calloc", HP_CALLOC},
-    {"realloc", HP_REALLOC},
-    {"reallocarray", HP_REALLOCARRAY},
-    {"posix_memalign", HP_POSIX_MEMALIGN},
-    {"aligned_alloc", HP_ALIGNED_ALLOC},
-    {"memalign", HP_ALIGNED_ALLOC},
-    {"valloc", HP_VALLOC},
-    {"pvalloc", HP_VALLOC},
-    {"free", HP_FREE},
-    {"free_sized", HP_FREE},
-    {"free_aligned_sized", HP_FREE},
-};
-#define N_PROBED (sizeof(probed_functions) / sizeof(probed_functions[0]))
+#include "proc_info.h"
 
 /* An object of the process, opened once per resolution. */
 struct candidate {
@@ -48,20 +27,36 @@ struct candidate {
     int is_static_exe;
 };
 
+/* The first object that could not be opened, and why: when no object
+ * defines malloc and free, that is the reason to give. */
+struct open_failure {
+    int err; /* 0: none */
+    char path[512];
+};
+
 /* Opens the object as the process maps it, even in another mount
- * namespace or after the file was deleted. */
+ * namespace or after the file was deleted: its map_files link, else its
+ * path in the process's root. -errno of the first failure. */
 static int open_object(pid_t pid, const struct loaded_object *lo, struct elf_file **ef,
-                       char *path, size_t pathlen)
+                       struct open_failure *fail)
 {
+    char path[sizeof(fail->path)];
+    int first = -ENOENT;
     if (lo->first_mapping) {
-        snprintf(path, pathlen, "/proc/%d/map_files/%llx-%llx", (int)pid,
-                 (unsigned long long)lo->first_mapping->start,
-                 (unsigned long long)lo->first_mapping->end);
-        if (elf_file_open(path, ef) == 0)
+        first = proc_map_file_path(pid, lo->first_mapping->start, lo->first_mapping->end, path,
+                                   sizeof(path));
+        if (first == 0 && (first = elf_file_open(path, ef)) == 0)
             return 0;
     }
-    snprintf(path, pathlen, "/proc/%d/root%s", (int)pid, lo->path);
-    return elf_file_open(path, ef);
+    int n = snprintf(path, sizeof(path), "/proc/%d/root%s", (int)pid, lo->path);
+    int e = n < 0 || (size_t)n >= sizeof(path) ? -ENAMETOOLONG : elf_file_open(path, ef);
+    if (e == 0)
+        return 0;
+    if (fail->err == 0) {
+        fail->err = first;
+        snprintf(fail->path, sizeof(fail->path), "%s", lo->path);
+    }
+    return first;
 }
 
 /* GNU build ID hex into bytes; their count, 0 if the text is not hex. */
@@ -78,25 +73,26 @@ static size_t build_id_bytes(const char *hex, unsigned char *out, size_t cap)
 }
 
 /*
- * The debug file of a static executable stripped of its symbols, found by
- * its build ID only (in the process's root, then ours; see debug_link.h):
- * a matching build ID makes its symbol addresses the executable's own. A
- * .gnu_debuglink name alone is not enough here: it says which file, not
- * which build. NULL if there is none.
+ * The debug file of the process's executable, a static one stripped of its
+ * symbols, found by its build ID only (in the process's root, then ours;
+ * see debug_link.h): a matching build ID makes its symbol addresses the
+ * executable's own. A .gnu_debuglink name alone is not enough here: it
+ * says which file, not which build. NULL if there is none.
  */
-static struct elf_file *open_debug_file(pid_t pid, const struct candidate *c, const char *path)
+static struct elf_file *open_debug_file(pid_t pid, const struct candidate *c)
 {
     char hex[129], root[64];
     unsigned char id[64];
-    struct stat st;
     struct elf_file *dbg = NULL;
+    dev_t dev;
+    ino_t ino;
     size_t len;
     if (elf_file_build_id(c->ef, hex, sizeof(hex)) != 0 ||
-        !(len = build_id_bytes(hex, id, sizeof(id))) || stat(path, &st) != 0)
+        !(len = build_id_bytes(hex, id, sizeof(id))) || proc_exe_identity(pid, &dev, &ino) != 0)
         return NULL;
     snprintf(root, sizeof(root), "/proc/%d/root", (int)pid);
     struct debug_target t = {.root = root, .path = c->lo->path, .build_id = id,
-                             .build_id_len = len, .dev = st.st_dev, .ino = st.st_ino};
+                             .build_id_len = len, .dev = dev, .ino = ino};
     char *found = NULL;
     int fd = debug_link_open(&t, &found);
     if (fd < 0)
@@ -110,21 +106,20 @@ static struct elf_file *open_debug_file(pid_t pid, const struct candidate *c, co
 
 /* Opens candidate `c` (the i-th object in load order) on first use; a
  * static executable without a symbol for malloc gets its debug file too. */
-static void open_candidate(pid_t pid, struct candidate *c, size_t i)
+static void open_candidate(pid_t pid, struct candidate *c, size_t i, struct open_failure *fail)
 {
-    char path[512];
     struct elf_symbol sym;
     if (c->tried)
         return;
     c->tried = 1;
-    if (open_object(pid, c->lo, &c->ef, path, sizeof(path)) != 0) {
+    if (open_object(pid, c->lo, &c->ef, fail) != 0) {
         c->ef = NULL;
         return;
     }
     /* A static executable binds to its own symbol table. */
     c->is_static_exe = i == 0 && !elf_file_is_dynamic(c->ef);
     if (c->is_static_exe && elf_file_find_function(c->ef, "malloc", false, &sym) != 0)
-        c->debug = open_debug_file(pid, c, path);
+        c->debug = open_debug_file(pid, c);
 }
 
 /* The mapping of `object_path` holding file offset `off`, to place code in memory. */
@@ -162,10 +157,10 @@ static int plan_function(pid_t pid, const struct proc_maps *maps, struct candida
         return -ENOENT;
     struct allocator_func *f = &plan->funcs[plan->n];
     char open_path[256];
-    snprintf(open_path, sizeof(open_path), "/proc/%d/map_files/%llx-%llx", (int)pid,
-             (unsigned long long)m->start, (unsigned long long)m->end);
-    f->name = probed_functions[k].name;
-    f->kind = probed_functions[k].kind;
+    if (proc_map_file_path(pid, m->start, m->end, open_path, sizeof(open_path)) != 0)
+        return -ENAMETOOLONG;
+    f->name = allocator_names[k].name;
+    f->kind = allocator_names[k].kind;
     f->object_path = strdup(c->lo->path);
     f->open_path = strdup(open_path);
     /* Code beyond this is not needed: fast paths branch early (probe_site.h). */
@@ -173,7 +168,7 @@ static int plan_function(pid_t pid, const struct proc_maps *maps, struct candida
     size_t len = !sym->size ? 64 : sym->size < sizeof(code) ? sym->size : sizeof(code);
     struct probe_site site = {.offset = 0, .emulated = 0, .reason = "code not readable"};
     if (elf_file_read(c->ef, sym->vaddr, code, len) == 0)
-        probe_site_choose(code, len, probed_functions[k].kind, sym->size && sym->size <= len,
+        probe_site_choose(code, len, allocator_names[k].kind, sym->size && sym->size <= len,
                           &site);
     f->symbol_offset = off;
     f->file_offset = off + site.offset;
@@ -191,10 +186,63 @@ static int plan_function(pid_t pid, const struct proc_maps *maps, struct candida
     return 0;
 }
 
+/* Plans each entry point from the first object of the search order that
+ * defines it; the objects are opened as they are first needed. */
+static int plan_entry_points(pid_t pid, const struct proc_maps *maps, struct candidate *cands,
+                             size_t ncands, struct allocator_plan *plan, struct open_failure *fail)
+{
+    int e = 0;
+    for (size_t k = 0; k < allocator_names_count && e == 0; k++) {
+        if (allocator_names[k].role != ALLOCATOR_ENTRY)
+            continue;
+        for (size_t i = 0; i < ncands; i++) {
+            struct candidate *c = &cands[i];
+            open_candidate(pid, c, i, fail);
+            if (!c->ef)
+                continue;
+            /* Symbols from the debug file name code in the executable: same build. */
+            struct elf_symbol sym;
+            if (elf_file_find_function(c->debug ? c->debug : c->ef, allocator_names[k].name,
+                                       !c->is_static_exe, &sym) != 0)
+                continue;
+            e = plan_function(pid, maps, c, k, &sym, plan);
+            if (e == -ENOENT)
+                e = 0; /* calls bind here even so; unmapped code cannot be probed */
+            break;
+        }
+    }
+    return e;
+}
+
+/* Whether the plan has malloc, and free. */
+static void plan_has(const struct allocator_plan *plan, int *have_malloc, int *have_free)
+{
+    *have_malloc = *have_free = 0;
+    for (size_t i = 0; i < plan->n; i++) {
+        *have_malloc |= plan->funcs[i].kind == HP_MALLOC;
+        *have_free |= plan->funcs[i].kind == HP_FREE;
+    }
+}
+
+/* Says why a static executable without a symbol for malloc cannot be profiled. */
+static int refuse_stripped(pid_t pid, const struct candidate *exe, char *err, size_t errlen)
+{
+    char hex[129] = "";
+    if (exe->ef)
+        elf_file_build_id(exe->ef, hex, sizeof(hex));
+    snprintf(err, errlen,
+             "process %d cannot be profiled: %s is statically linked and has no symbol for "
+             "malloc (stripped), and no debug file with its build ID %s was found "
+             "(/usr/lib/debug/.build-id/)",
+             (int)pid, exe->lo->path, hex[0] ? hex : "(none)");
+    return -ENOEXEC;
+}
+
 int allocator_resolve(pid_t pid, const struct proc_maps *maps, struct allocator_plan *plan,
                       char *err, size_t errlen)
 {
     struct load_order lo;
+    struct open_failure fail = {.err = 0};
     memset(plan, 0, sizeof(*plan));
     int e = load_order_read(pid, maps, &lo);
     if (e) {
@@ -209,49 +257,26 @@ int allocator_resolve(pid_t pid, const struct proc_maps *maps, struct allocator_
     }
     for (size_t i = 0; i < lo.n; i++)
         cands[i].lo = &lo.v[i];
-
-    for (size_t k = 0; k < N_PROBED && e == 0; k++) {
-        for (size_t i = 0; i < lo.n; i++) {
-            struct candidate *c = &cands[i];
-            open_candidate(pid, c, i);
-            if (!c->ef)
-                continue;
-            /* Symbols from the debug file name code in the executable: same build. */
-            struct elf_symbol sym;
-            if (elf_file_find_function(c->debug ? c->debug : c->ef, probed_functions[k].name,
-                                       !c->is_static_exe, &sym) != 0)
-                continue;
-            e = plan_function(pid, maps, c, k, &sym, plan);
-            if (e == -ENOENT)
-                e = 0; /* calls bind here even so; unmapped code cannot be probed */
-            break;
-        }
-    }
-
-    int have_malloc = 0, have_free = 0;
-    for (size_t i = 0; i < plan->n; i++) {
-        have_malloc |= plan->funcs[i].kind == HP_MALLOC;
-        have_free |= plan->funcs[i].kind == HP_FREE;
-    }
+    e = plan_entry_points(pid, maps, cands, lo.n, plan, &fail);
+    int have_malloc, have_free;
+    plan_has(plan, &have_malloc, &have_free);
     /* A static executable that defines no free (musl links its simple
      * malloc then) has nothing that frees: malloc alone is enough. */
     int is_static = lo.n > 0 && cands[0].is_static_exe;
+    int complete = have_malloc && (have_free || is_static);
     if (e == 0 && is_static && !have_malloc) {
-        char hex[129] = "";
-        if (cands[0].ef)
-            elf_file_build_id(cands[0].ef, hex, sizeof(hex));
-        snprintf(err, errlen,
-                 "process %d cannot be profiled: %s is statically linked and has no symbol for "
-                 "malloc (stripped), and no debug file with its build ID %s was found "
-                 "(/usr/lib/debug/.build-id/)",
-                 (int)pid, lo.v[0].path, hex[0] ? hex : "(none)");
-        e = -ENOEXEC;
-    } else if (e == 0 && (!have_malloc || (!have_free && !is_static))) {
-        snprintf(err, errlen, "process %d: no loaded object defines malloc and free", (int)pid);
-        e = -ENOENT;
+        e = refuse_stripped(pid, &cands[0], err, errlen);
     } else if (e) {
         snprintf(err, errlen, "process %d: resolve allocator functions: %s", (int)pid,
                  strerror(-e));
+    } else if (!complete && fail.err) {
+        /* An object we could not read may be the one that defines them. */
+        snprintf(err, errlen, "process %d: open %s to find its allocator: %s", (int)pid,
+                 fail.path, strerror(-fail.err));
+        e = fail.err;
+    } else if (!complete) {
+        snprintf(err, errlen, "process %d: no loaded object defines malloc and free", (int)pid);
+        e = -ENOENT;
     }
     for (size_t i = 0; i < lo.n; i++) {
         elf_file_close(cands[i].ef);
@@ -271,22 +296,4 @@ void allocator_plan_free(struct allocator_plan *plan)
         free(plan->funcs[i].open_path);
     }
     plan->n = 0;
-}
-
-int allocator_is_allocator_symbol(const char *name)
-{
-    static const char *const exact[] = {
-        "malloc", "calloc", "realloc", "reallocarray", "posix_memalign", "aligned_alloc",
-        "memalign", "valloc", "pvalloc", "free", "__libc_malloc", "__libc_calloc",
-        "__libc_realloc", "__libc_memalign", "__libc_valloc", "__libc_pvalloc",
-        "__libc_reallocarray", "__posix_memalign", "__rust_alloc", "__rust_alloc_zeroed",
-        "__rust_realloc", "__rg_alloc", "__rg_alloc_zeroed", "__rg_realloc",
-    };
-    for (size_t i = 0; i < sizeof(exact) / sizeof(exact[0]); i++)
-        if (strcmp(name, exact[i]) == 0)
-            return 1;
-    /* operator new and new[] in all their forms: _Znwm, _Znam, _ZnwmRKSt9nothrow_t,
-     * _ZnwmSt11align_val_t, ... */
-    return strncmp(name, "_Znwm", 5) == 0 || strncmp(name, "_Znam", 5) == 0 ||
-           strncmp(name, "_Znwj", 5) == 0 || strncmp(name, "_Znaj", 5) == 0;
 }

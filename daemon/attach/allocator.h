@@ -46,14 +46,12 @@ struct allocator_plan {
  * reason in `err`: -ENOEXEC if the process can never be profiled (a static
  * executable without a symbol for malloc), -ENOENT if no object defines
  * malloc and free (yet: a process caught right after exec has no libc
- * mapped), -ESRCH if the process is gone.
+ * mapped), -ESRCH if the process is gone, and the error of the first
+ * object that could not be opened (-EACCES, ...), naming it, if no object
+ * we could read defines them.
  */
 int allocator_resolve(pid_t pid, const struct proc_maps *maps, struct allocator_plan *plan,
                       char *err, size_t errlen);
 void allocator_plan_free(struct allocator_plan *plan);
-
-/* Whether `name` is an allocator entry point or an allocation shim
- * (operator new and friends): frames of these are not the leaf. */
-int allocator_is_allocator_symbol(const char *name);
 
 #endif

@@ -4,7 +4,6 @@
  */
 #include "target_rules.h"
 
-#include <ctype.h>
 #include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,6 +11,7 @@
 #include <unistd.h>
 
 #include "proc_info.h"
+#include "strutil.h"
 
 /* Whether `cgroup_path` is `rule` or below it. */
 static int cgroup_under(const char *cgroup_path, const char *rule)
@@ -61,14 +61,8 @@ int target_rules_match(const struct target_rule_set *o, pid_t pid)
         }
     }
     if (o->nexes) {
-        char link[64], exe[4096];
-        snprintf(link, sizeof(link), "/proc/%d/exe", (int)pid);
-        ssize_t n = readlink(link, exe, sizeof(exe) - 1);
-        if (n > 0) {
-            exe[n] = '\0';
-            char *deleted = strstr(exe, " (deleted)");
-            if (deleted && deleted[10] == '\0')
-                *deleted = '\0';
+        char exe[4096];
+        if (proc_exe_path(pid, exe, sizeof(exe)) == 0) {
             for (size_t i = 0; i < o->nexes; i++)
                 if (strcmp(exe, o->exes[i]) == 0)
                     return 1;
@@ -95,12 +89,11 @@ size_t target_rules_scan(const struct target_rule_set *o, void (*found)(pid_t pi
     pid_t self = getpid();
     struct dirent *de;
     while ((de = readdir(d)) != NULL) {
-        if (!isdigit((unsigned char)de->d_name[0]))
+        uint64_t pid;
+        if (parse_u64(de->d_name, 1, HP_MAX_PID, &pid) != 0 || (pid_t)pid == self ||
+            !target_rules_match(o, (pid_t)pid))
             continue;
-        pid_t pid = (pid_t)atoi(de->d_name);
-        if (pid <= 0 || pid == self || !target_rules_match(o, pid))
-            continue;
-        found(pid, arg);
+        found((pid_t)pid, arg);
         n++;
     }
     closedir(d);

@@ -5,6 +5,10 @@
  * process we attached to.
  *
  * All functions take the table's lock; they may be called from any thread.
+ * The slow part of an attach (reading the process's ELF files, building
+ * its unwind tables, making the links) runs outside it, with the slot
+ * reserved, so that requests for the index and /metrics and other
+ * attaches go on meanwhile.
  */
 #ifndef HEAPPROF_TARGETS_H
 #define HEAPPROF_TARGETS_H
@@ -39,17 +43,18 @@ typedef void (*targets_exit_fn)(void *arg, pid_t pid, const char *comm,
 /* The table of profiled processes; its slot index is the BPF image slot. */
 struct targets {
     pthread_mutex_t lock;
+    pthread_cond_t attached; /* broadcast when an attach finishes, for requests waiting on it */
     struct bpf_state *bpf;
     struct unwind_manager *unwind; /* NULL: frame pointers only */
-    struct target *slot[HP_MAX_TARGETS];
-    uint64_t attach_errors;  /* under lock */
-    uint64_t attached_total; /* under lock */
-    uint64_t detached_total; /* under lock */
-    uint64_t last_attach_ns; /* under lock: how long the last attach took */
-    uint64_t last_detach_ns; /* under lock: how long removing the last target's probes took */
-    uint64_t reattached_total; /* processes attached again after exec (reaper thread only) */
-    size_t max_targets;      /* processes profiled at once */
-    targets_exit_fn on_exit; /* NULL: nothing kept of exited processes */
+    struct target *slot[HP_MAX_TARGETS]; /* under lock */
+    uint64_t attach_errors;    /* under lock */
+    uint64_t attached_total;   /* under lock */
+    uint64_t detached_total;   /* under lock */
+    uint64_t reattached_total; /* under lock: processes attached again after exec */
+    uint64_t last_attach_ns;   /* under lock: how long the last attach took */
+    uint64_t last_detach_ns;   /* under lock: how long removing the last target's probes took */
+    size_t max_targets;        /* under lock: processes profiled at once */
+    targets_exit_fn on_exit;   /* NULL: nothing kept of exited processes */
     void *on_exit_arg;
 };
 
@@ -63,7 +68,8 @@ void targets_destroy(struct targets *t, int keep_state);
 /*
  * Attaches again to the processes a previous daemon profiled (remembered in
  * the pinned maps) that still run, keeping their counts; forgets the rest.
- * Returns how many were adopted.
+ * Returns how many were adopted; each running process that could not be
+ * adopted is named with its reason in `err` ("" if none), its counts gone.
  */
 int targets_adopt(struct targets *t, char *err, size_t errlen);
 
@@ -71,7 +77,8 @@ int targets_adopt(struct targets *t, char *err, size_t errlen);
  * Makes sure process `pid` is profiled, attaching if it is not. Returns 0,
  * -ESRCH (no such process), -EACCES/-EPERM (not allowed), -ENOSPC (too many
  * targets), -ENOENT (no allocator found) or another -errno, with a one-line
- * reason in `err`.
+ * reason in `err`. A request for a process another request is attaching
+ * waits for that attach.
  */
 int targets_ensure(struct targets *t, pid_t pid, char *err, size_t errlen);
 

@@ -1,6 +1,7 @@
 /*
  * strutil.h - strict parsing of numbers from untrusted text (command line,
- * HTTP queries, /proc files): no sign, no spaces, no trailing junk.
+ * HTTP queries, /proc files): no sign, no spaces, no trailing junk. The one
+ * decimal reader of the daemon: every other parser of digits calls it.
  */
 #ifndef HEAPPROF_STRUTIL_H
 #define HEAPPROF_STRUTIL_H
@@ -9,6 +10,14 @@
 
 /* The largest pid Linux can hand out (PID_MAX_LIMIT on 64-bit). */
 #define HP_MAX_PID 4194304
+
+/*
+ * Reads the decimal digits at *p (up to `end`, or the NUL when `end` is
+ * NULL) into *out and moves *p past them; what follows is the caller's.
+ * -EINVAL if there is no digit or the value does not fit 64 bits (then *p
+ * has not moved).
+ */
+int parse_decimal(const char **p, const char *end, uint64_t *out);
 
 /* Parses decimal digits only into [min, max]; -EINVAL otherwise. */
 int parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out);

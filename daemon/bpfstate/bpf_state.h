@@ -1,7 +1,8 @@
 /*
  * bpf_state.h - the one module that owns heapprofd's BPF object: loads it
- * with the sampling tables, hands out its programs for attaching, and reads
- * and cleans its maps. Everything else reaches the maps through here.
+ * with the sampling tables and pins its lasting maps (bpf_state.c), hands
+ * out its programs for attaching, and reads and cleans its maps
+ * (bpf_maps.c). Everything else reaches the maps through here.
  *
  * The map syscalls are thread-safe, so the functions here may be called from
  * several HTTP requests at once; none keeps state between calls.
@@ -9,6 +10,7 @@
 #ifndef HEAPPROF_BPF_STATE_H
 #define HEAPPROF_BPF_STATE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -35,21 +37,27 @@ struct bpf_state {
         uint32_t stacks, counts, live, pending;
     } capacity; /* the sizes the maps got */
     int pin_lock_fd; /* the pin directory, locked while we use it; -1: not pinned */
+    bool refused;    /* load failed for the pin directory: the daemon must not start */
+    char notice[512]; /* what loading did that the operator should know ("" if nothing) */
 };
 
-/*
- * Opens and loads the programs for `want` (LAYOUT_AUTO: the best the kernel
- * supports, found by trying); -errno with a reason in `err` on failure.
- * With a `pin_dir` (NULL or "": none), the maps that hold the profiles are
- * pinned there and adopted from a previous daemon; maps of another layout
- * or sampling interval are refused (-EEXIST) rather than misread.
- */
 /* Map sizes (0: the default of bpf/hp_limits.h), for tuning and for the
  * tests that fill maps on purpose. */
 struct bpf_map_sizes {
     uint32_t stacks, counts, live, pending;
 };
 
+/*
+ * Opens and loads the programs for `want` (LAYOUT_AUTO: the best the kernel
+ * supports, found by trying); -errno (the first layout's) with a reason in
+ * `err` naming each layout tried on failure.
+ * With a `pin_dir` (NULL or "": none), the maps that hold the profiles are
+ * pinned there and adopted from a previous daemon. Maps of another version
+ * or layout are refused (-EEXIST); maps made with another sample interval
+ * or map sizes are refused only while a process they hold still runs, and
+ * else removed and made afresh (said in b->notice). Any failure about the
+ * pin directory sets b->refused.
+ */
 int bpf_state_load(struct bpf_state *b, uint64_t sample_interval, enum probe_layout want,
                    const char *pin_dir, const struct bpf_map_sizes *sizes, char *err,
                    size_t errlen);
@@ -74,6 +82,9 @@ int bpf_state_persist_target(struct bpf_state *b, uint32_t slot, uint32_t pid,
 /* The processes remembered by a previous daemon; returns how many. */
 size_t bpf_state_persisted_targets(struct bpf_state *b, struct hp_persisted_target *out,
                                    size_t cap);
+/* The same from a persisted_targets map opened by its descriptor (a pinned
+ * one, before it is reused). */
+size_t bpf_persisted_targets_of(int fd, struct hp_persisted_target *out, size_t cap);
 
 /* Sets image slot `slot` (ranges of the probed functions of one process). */
 int bpf_state_set_image(struct bpf_state *b, uint32_t slot, const struct hp_image *img);
@@ -119,14 +130,16 @@ int bpf_state_read_stack(struct bpf_state *b, uint64_t id, struct hp_stack *st);
 /* The per-CPU statistics summed, indexed by enum hp_stat. */
 int bpf_state_read_stats(struct bpf_state *b, uint64_t out[HP_STAT_COUNT]);
 
-/* Entries in use in each map (counts, live, stacks, pending). */
+/* Entries in use in each map (counts, live, stacks, pending); -errno if a
+ * map could not be walked. */
 struct map_fill {
     size_t counts, live, stacks, pending;
 };
 int bpf_state_map_fill(struct bpf_state *b, struct map_fill *f);
 
-/* Deletes every counts, live and pending entry of process `tgid`. */
-void bpf_state_forget_process(struct bpf_state *b, uint32_t tgid);
+/* Deletes every counts, live and pending entry of process `tgid`; -errno
+ * if a map could not be walked (what was found is deleted even so). */
+int bpf_state_forget_process(struct bpf_state *b, uint32_t tgid);
 
 /* The name of a statistic, for /metrics and profile comments. */
 const char *bpf_state_stat_name(enum hp_stat s);

@@ -61,17 +61,18 @@ int uprobe_link_supported(int prog_fd, uint32_t attach_type)
 {
     struct elf_file *ef;
     struct elf_symbol sym;
-    if (elf_file_open("/proc/self/exe", &ef) != 0)
-        return 0;
-    int ok = elf_file_find_function(ef, "heapprofd_feature_probe_target", false, &sym) == 0;
+    int e = elf_file_open("/proc/self/exe", &ef);
+    if (e)
+        return e;
+    e = elf_file_find_function(ef, "heapprofd_feature_probe_target", false, &sym);
     elf_file_close(ef);
-    if (!ok)
-        return 0;
+    if (e)
+        return e;
     uint64_t cookie = 0;
     int fd = uprobe_link_create(prog_fd, attach_type, "/proc/self/exe", &sym.file_offset, &cookie,
                                 1, 0, getpid());
     if (fd < 0)
-        return 0;
+        return fd;
     close(fd);
-    return 1;
+    return 0;
 }

@@ -124,6 +124,71 @@ static void reload(int argc, char **argv, struct options *opts, struct targets *
     sd_notify_send("READY=1");
 }
 
+/* The BPF side of the daemon: loads the programs, adopts the processes of
+ * a previous daemon and attaches the --pid ones. Returns 0, or -1 if the
+ * daemon must not start (its pin directory); with BPF unavailable it
+ * returns 0 and leaves ctx->bpf NULL, so that requests get 503. */
+static int start_profiling(const struct options *opts, struct daemon_ctx *ctx,
+                           struct bpf_state *bpf, struct targets *targets,
+                           struct unwind_manager *unwind)
+{
+    char err[512];
+    int e = bpf_state_load(bpf, opts->sample_interval, opts->layout, opts->pin_dir,
+                           &opts->map_sizes, ctx->bpf_error, sizeof(ctx->bpf_error));
+    if (e && bpf->refused) {
+        /* The pin directory is unusable, or holds maps that would be
+         * misread (serving wrong profiles): refuse to start. */
+        fprintf(stderr, "heapprofd: %s\n", ctx->bpf_error);
+        return -1;
+    }
+    if (bpf->notice[0])
+        fprintf(stderr, "heapprofd: %s\n", bpf->notice);
+    if (e) {
+        fprintf(stderr, "heapprofd: BPF unavailable: %s\n", ctx->bpf_error);
+        return 0;
+    }
+    fprintf(stderr, "heapprofd: probes attach as %s links, sample interval %llu bytes%s%s\n",
+            bpf_state_layout_name(bpf->layout), (unsigned long long)opts->sample_interval,
+            opts->pin_dir[0] ? ", maps pinned in " : "", opts->pin_dir);
+    ctx->bpf = bpf;
+    ctx->targets = targets;
+    if (!opts->unwind_fp_only && unwind_manager_init(unwind, bpf) == 0)
+        ctx->unwind = unwind;
+    targets_init(targets, bpf, ctx->unwind, opts->max_targets);
+    targets->on_exit = views_snapshot_exited;
+    targets->on_exit_arg = ctx;
+    int adopted = targets_adopt(targets, err, sizeof(err));
+    if (adopted > 0)
+        fprintf(stderr, "heapprofd: adopted %d processes from the pinned maps\n", adopted);
+    if (err[0])
+        fprintf(stderr, "heapprofd: could not adopt from the pinned maps (their counts are "
+                        "gone): %s\n", err);
+    attach_pids(opts, targets);
+    return 0;
+}
+
+/* Scans every second (exited processes, rule matches) and rereads the
+ * config on SIGHUP, until SIGINT or SIGTERM. */
+static void serve_until_stopped(int argc, char **argv, struct options *opts,
+                                struct daemon_ctx *ctx, sigset_t *sigs, struct scan_state *scan)
+{
+    struct timespec tick = {.tv_sec = SCAN_INTERVAL_SECONDS};
+    for (;;) {
+        int sig = sigtimedwait(sigs, NULL, &tick);
+        if (sig == SIGINT || sig == SIGTERM)
+            break;
+        if (sig == SIGHUP) {
+            reload(argc, argv, opts, ctx->targets);
+            continue;
+        }
+        if (!ctx->targets)
+            continue;
+        targets_reap(ctx->targets);
+        target_rules_scan(&opts->rules, attach_matching, scan);
+    }
+    fprintf(stderr, "heapprofd: stopping\n");
+}
+
 int main(int argc, char **argv)
 {
     struct options opts;
@@ -158,35 +223,10 @@ int main(int argc, char **argv)
     struct daemon_ctx ctx = {.cache = &cache, .exited = &exited};
     symbol_cache_init(&cache);
     exited_profiles_init(&exited);
-    int e = bpf_state_load(&bpf, opts.sample_interval, opts.layout, opts.pin_dir,
-                           &opts.map_sizes, ctx.bpf_error, sizeof(ctx.bpf_error));
-    if (e == -EEXIST) {
-        /* Pinned maps of another layout or interval: misreading them would
-         * serve wrong profiles, so refuse to start. */
-        fprintf(stderr, "heapprofd: %s\n", ctx.bpf_error);
-        options_free(&opts);
-        return 1;
-    }
-    if (e == 0) {
-        fprintf(stderr, "heapprofd: probes attach as %s links, sample interval %llu bytes%s%s\n",
-                bpf_state_layout_name(bpf.layout), (unsigned long long)opts.sample_interval,
-                opts.pin_dir[0] ? ", maps pinned in " : "", opts.pin_dir);
-        ctx.bpf = &bpf;
-        ctx.targets = &targets;
-        if (!opts.unwind_fp_only && unwind_manager_init(&unwind, &bpf) == 0)
-            ctx.unwind = &unwind;
-        targets_init(&targets, &bpf, ctx.unwind, opts.max_targets);
-        targets.on_exit = views_snapshot_exited;
-        targets.on_exit_arg = &ctx;
-        int adopted = targets_adopt(&targets, err, sizeof(err));
-        if (adopted > 0)
-            fprintf(stderr, "heapprofd: adopted %d processes from the pinned maps\n", adopted);
-        attach_pids(&opts, &targets);
-    } else {
-        fprintf(stderr, "heapprofd: BPF unavailable: %s\n", ctx.bpf_error);
-    }
+    struct http_server *server = NULL;
+    int rc = start_profiling(&opts, &ctx, &bpf, &targets, &unwind) ? 1 : 0;
     struct scan_state scan = {.targets = ctx.targets};
-    if (ctx.targets)
+    if (rc == 0 && ctx.targets)
         target_rules_scan(&opts.rules, attach_matching, &scan);
 
     struct http_listen how = {
@@ -196,35 +236,18 @@ int main(int argc, char **argv)
         .token = opts.token_file[0] ? token : NULL,
         .unix_path = opts.unix_path[0] ? opts.unix_path : NULL,
     };
-    struct http_server *server = NULL;
-    int rc = 0;
-    if (http_server_start(&ctx, &how, &server, err, sizeof(err))) {
+    if (rc == 0 && http_server_start(&ctx, &how, &server, err, sizeof(err))) {
         fprintf(stderr, "heapprofd: %s\n", err);
         rc = 1;
-        goto shutdown;
     }
-    if (how.unix_path)
-        fprintf(stderr, "heapprofd: listening on unix socket %s\n", how.unix_path);
-    fprintf(stderr, "heapprofd: listening on %s:%u\n", opts.listen_host,
-            (unsigned)opts.listen_port);
-    sd_notify_send("READY=1");
-
-    struct timespec tick = {.tv_sec = SCAN_INTERVAL_SECONDS};
-    for (;;) {
-        int sig = sigtimedwait(&sigs, NULL, &tick);
-        if (sig == SIGINT || sig == SIGTERM)
-            break;
-        if (sig == SIGHUP) {
-            reload(argc, argv, &opts, ctx.targets);
-            continue;
-        }
-        if (!ctx.targets)
-            continue;
-        targets_reap(ctx.targets);
-        target_rules_scan(&opts.rules, attach_matching, &scan);
+    if (rc == 0) {
+        if (how.unix_path)
+            fprintf(stderr, "heapprofd: listening on unix socket %s\n", how.unix_path);
+        fprintf(stderr, "heapprofd: listening on %s:%u\n", opts.listen_host,
+                (unsigned)opts.listen_port);
+        sd_notify_send("READY=1");
+        serve_until_stopped(argc, argv, &opts, &ctx, &sigs, &scan);
     }
-    fprintf(stderr, "heapprofd: stopping\n");
-shutdown:
     sd_notify_send("STOPPING=1");
     http_server_stop(server);
     /* Probes go; with pinned maps the counts stay for the next daemon. */

@@ -5,13 +5,11 @@
  */
 #include "http_server.h"
 
-#include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <sys/socket.h>
@@ -21,13 +19,12 @@
 #include <microhttpd.h>
 
 #include "access.h"
-#include "heap_profile.h"
 #include "metrics.h"
+#include "net_addr.h"
 #include "pprof.h"
-#include "profile_formats.h"
+#include "profile_request.h"
 #include "query.h"
 #include "targets_json.h"
-#include "views.h"
 #include "web_assets.h"
 
 /* One listening socket and what its requests may do. */
@@ -107,6 +104,7 @@ static unsigned status_of(int e)
         return MHD_HTTP_UNPROCESSABLE_CONTENT;
     case -ENOSPC:
     case -EAGAIN:
+    case -ENODEV: /* BPF unavailable */
         return MHD_HTTP_SERVICE_UNAVAILABLE;
     default:
         return MHD_HTTP_INTERNAL_SERVER_ERROR;
@@ -130,97 +128,47 @@ static enum MHD_Result take_argument(void *cls, enum MHD_ValueKind kind, const c
     return MHD_YES;
 }
 
-static int64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-/* The kept last profile of process `pid`, which exited; 404 if none. */
-static enum MHD_Result serve_exited(struct daemon_ctx *ctx, struct MHD_Connection *conn, pid_t pid,
-                                    struct profile_form *form, const char *not_found)
-{
-    struct pprof_buf out = {0};
-    int e;
-    if (form->q->format != FORMAT_PROTO) { /* made from the kept profile */
-        e = exited_profiles_write(ctx->exited, pid, profile_form_write_cb, form, &out);
-    } else {
-        enum exited_form f = form->q->debug      ? EXITED_TEXT
-                             : form->default_alloc ? EXITED_ALLOCS_PROTO
-                                                   : EXITED_HEAP_PROTO;
-        form->content_type = form->q->debug ? "text/plain; charset=utf-8"
-                                            : "application/octet-stream";
-        e = exited_profiles_get(ctx->exited, pid, f, &out);
-    }
-    if (e == -ENOENT) {
-        pprof_buf_free(&out);
-        return respond_text(ctx, conn, MHD_HTTP_NOT_FOUND, not_found);
-    }
-    if (e) {
-        pprof_buf_free(&out);
-        char err[128];
-        snprintf(err, sizeof(err), "write the last profile of process %d: %s", (int)pid,
-                 strerror(-e));
-        return respond_text(ctx, conn, MHD_HTTP_INTERNAL_SERVER_ERROR, err);
-    }
-    if (!out.data)
-        out.data = calloc(1, 1);
-    atomic_fetch_add(&ctx->profiles_served, 1);
-    return respond(conn, MHD_HTTP_OK, (char *)out.data, out.len, form->content_type);
-}
-
 /* GET /debug/pprof/heap and /debug/pprof/allocs. */
 static enum MHD_Result serve_profile(struct daemon_ctx *ctx, struct MHD_Connection *conn,
                                      const struct caller *who, int default_alloc)
 {
     struct query_parse qp = {0};
-    char err[512];
+    char err[1280];
     MHD_get_connection_values(conn, MHD_GET_ARGUMENT_KIND, take_argument, &qp);
     if (qp.failed)
         return respond_text(ctx, conn, MHD_HTTP_BAD_REQUEST, qp.err);
     if (profile_query_finish(&qp.q, err, sizeof(err)) != 0)
         return respond_text(ctx, conn, MHD_HTTP_BAD_REQUEST, err);
-    if (!ctx->bpf) {
-        snprintf(err, sizeof(err), "BPF unavailable: %s", ctx->bpf_error);
-        return respond_text(ctx, conn, MHD_HTTP_SERVICE_UNAVAILABLE, err);
-    }
-    int e = qp.q.pid ? access_may_profile(who, qp.q.pid) : 0;
-    if (e == -EACCES) {
-        snprintf(err, sizeof(err), "uid %u may not profile process %d, which is not its own",
-                 (unsigned)who->uid, (int)qp.q.pid);
-        return respond_text(ctx, conn, MHD_HTTP_FORBIDDEN, err);
-    }
-    if (qp.q.pid)
-        e = targets_ensure(ctx->targets, qp.q.pid, err, sizeof(err));
-    struct profile_form form = {.q = &qp.q, .default_alloc = default_alloc};
-    if (e == -ESRCH && qp.q.seconds == 0 && qp.q.min_age_ns == 0 && (!who->via_unix || who->uid == 0))
-        return serve_exited(ctx, conn, qp.q.pid, &form, err);
-    if (e == -ENOEXEC) /* not the caller's mistake: the operator should hear of it */
-        fprintf(stderr, "heapprofd: %s\n", err);
+    struct profile_answer a;
+    int e = profile_request_answer(ctx, &qp.q, who, default_alloc, &a, err, sizeof(err));
     if (e)
         return respond_text(ctx, conn, status_of(e), err);
+    if (!a.body.data) /* an empty text profile still needs a buffer to hand over */
+        a.body.data = calloc(1, 1);
+    return respond(conn, MHD_HTTP_OK, (char *)a.body.data, a.body.len, a.content_type);
+}
 
-    int64_t t0 = now_ns();
-    struct pprof_profile *p = NULL;
-    e = views_build(ctx, &qp.q, who, default_alloc, &p, err, sizeof(err));
-    if (e)
-        return respond_text(ctx, conn, status_of(e), err);
-
-    struct pprof_buf out = {0};
-    e = profile_form_write(p, &form, &out);
-    pprof_free(p);
-    atomic_fetch_add(&ctx->profile_build_ns, (uint64_t)(now_ns() - t0));
-    atomic_fetch_add(&ctx->profile_builds, 1);
-    if (e) {
-        pprof_buf_free(&out);
-        snprintf(err, sizeof(err), "encode the profile: %s", strerror(-e));
-        return respond_text(ctx, conn, MHD_HTTP_INTERNAL_SERVER_ERROR, err);
+/* Copies `src` into `dst` (size `len`) with HTML's special characters escaped. */
+static void html_escape(char *dst, size_t len, const char *src)
+{
+    size_t o = 0;
+    for (; *src && o + 7 < len; src++) {
+        const char *rep = NULL;
+        switch (*src) {
+        case '<': rep = "&lt;"; break;
+        case '>': rep = "&gt;"; break;
+        case '&': rep = "&amp;"; break;
+        case '"': rep = "&quot;"; break;
+        default: break;
+        }
+        if (rep) {
+            memcpy(dst + o, rep, strlen(rep));
+            o += strlen(rep);
+        } else {
+            dst[o++] = *src;
+        }
     }
-    atomic_fetch_add(&ctx->profiles_served, 1);
-    if (!out.data) /* an empty text profile still needs a buffer to hand over */
-        out.data = calloc(1, 1);
-    return respond(conn, MHD_HTTP_OK, (char *)out.data, out.len, form.content_type);
+    dst[o] = '\0';
 }
 
 /* GET /debug/pprof/?format=json: the profiled processes `who` may see, for the web page. */
@@ -302,9 +250,12 @@ static enum MHD_Result serve_index(struct daemon_ctx *ctx, struct MHD_Connection
 static enum MHD_Result serve_metrics(struct daemon_ctx *ctx, struct MHD_Connection *conn)
 {
     struct pprof_buf b = {0};
-    if (metrics_write(ctx, &b) != 0) {
+    int e = metrics_write(ctx, &b);
+    if (e) {
+        char err[128];
+        snprintf(err, sizeof(err), "write the metrics: %s", strerror(-e));
         pprof_buf_free(&b);
-        return respond_text(ctx, conn, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
+        return respond_text(ctx, conn, MHD_HTTP_INTERNAL_SERVER_ERROR, err);
     }
     return respond(conn, MHD_HTTP_OK, (char *)b.data, b.len,
                    "text/plain; version=0.0.4; charset=utf-8");
@@ -365,49 +316,48 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
                         "not found: try /, /debug/pprof/heap?pid=N, /debug/pprof/, /metrics");
 }
 
-/* Fills a socket address from host and port; -EINVAL if host is not an IP address. */
-static int make_address(const char *host, uint16_t port, struct sockaddr_storage *ss, int *ipv6)
+/* Starts one MHD daemon for listener `l` on the listening socket `fd`,
+ * which it then owns. poll(), not select(): our descriptors (one or more
+ * per probe link) can pass FD_SETSIZE, where select() would fail. */
+static int start_listener(struct listener *l, int fd)
 {
-    memset(ss, 0, sizeof(*ss));
-    struct sockaddr_in *in4 = (struct sockaddr_in *)ss;
-    struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)ss;
-    char h[64];
-    snprintf(h, sizeof(h), "%s", host);
-    size_t len = strlen(h);
-    if (len >= 2 && h[0] == '[' && h[len - 1] == ']') { /* [::1] */
-        memmove(h, h + 1, len - 2);
-        h[len - 2] = '\0';
-    }
-    if (inet_pton(AF_INET, h, &in4->sin_addr) == 1) {
-        in4->sin_family = AF_INET;
-        in4->sin_port = htons(port);
-        *ipv6 = 0;
-        return 0;
-    }
-    if (inet_pton(AF_INET6, h, &in6->sin6_addr) == 1) {
-        in6->sin6_family = AF_INET6;
-        in6->sin6_port = htons(port);
-        *ipv6 = 1;
-        return 0;
-    }
-    return -EINVAL;
+    unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL_INTERNAL_THREAD;
+    l->mhd = MHD_start_daemon(flags, 0, NULL, NULL, handle, l, MHD_OPTION_LISTEN_SOCKET, fd,
+                              MHD_OPTION_CONNECTION_LIMIT, (unsigned)HTTP_MAX_CONNECTIONS,
+                              MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)HTTP_IDLE_TIMEOUT,
+                              MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)HTTP_CONNECTION_MEMORY,
+                              MHD_OPTION_END);
+    /* MHD says nothing of why; the socket is ours until it succeeds. */
+    return l->mhd ? 0 : -EIO;
 }
 
-/* Starts one MHD daemon for listener `l`, on `addr` or an open socket `fd`. */
-static int start_listener(struct listener *l, unsigned flags, const struct sockaddr_storage *addr,
-                          int fd)
+/* A listening TCP socket on `ss`; -errno of the call that failed, named in `err`. */
+static int open_tcp_socket(const struct sockaddr_storage *ss, const char *host, uint16_t port,
+                           char *err, size_t errlen)
 {
-    l->mhd = addr ? MHD_start_daemon(flags, 0, NULL, NULL, handle, l, MHD_OPTION_SOCK_ADDR, addr,
-                                     MHD_OPTION_CONNECTION_LIMIT, (unsigned)HTTP_MAX_CONNECTIONS,
-                                     MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)HTTP_IDLE_TIMEOUT,
-                                     MHD_OPTION_CONNECTION_MEMORY_LIMIT,
-                                     (size_t)HTTP_CONNECTION_MEMORY, MHD_OPTION_END)
-                  : MHD_start_daemon(flags, 0, NULL, NULL, handle, l, MHD_OPTION_LISTEN_SOCKET, fd,
-                                     MHD_OPTION_CONNECTION_LIMIT, (unsigned)HTTP_MAX_CONNECTIONS,
-                                     MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)HTTP_IDLE_TIMEOUT,
-                                     MHD_OPTION_CONNECTION_MEMORY_LIMIT,
-                                     (size_t)HTTP_CONNECTION_MEMORY, MHD_OPTION_END);
-    return l->mhd ? 0 : -(errno ? errno : EADDRINUSE);
+    int one = 1;
+    int v6 = ss->ss_family == AF_INET6;
+    socklen_t len = v6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
+    const char *step = "create a socket";
+    int fd = socket(ss->ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd >= 0) {
+        /* SO_REUSEADDR: a restart binds while the old daemon's connections
+         * linger in TIME_WAIT. IPV6_V6ONLY: "::" means IPv6 only, whatever
+         * the host's bindv6only says. */
+        step = "bind";
+        if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) == 0 &&
+            (!v6 || setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one)) == 0) &&
+            bind(fd, (const struct sockaddr *)ss, len) == 0) {
+            step = "listen";
+            if (listen(fd, HTTP_MAX_CONNECTIONS) == 0)
+                return fd;
+        }
+    }
+    int e = errno;
+    snprintf(err, errlen, "listen on %s:%u: %s: %s", host, (unsigned)port, step, strerror(e));
+    if (fd >= 0)
+        close(fd);
+    return -e;
 }
 
 /* A listening unix socket at `path` that every local user may connect to:
@@ -439,12 +389,11 @@ int http_server_start(struct daemon_ctx *ctx, const struct http_listen *how,
                       struct http_server **out, char *err, size_t errlen)
 {
     struct sockaddr_storage ss;
-    int ipv6;
-    if (make_address(how->host, how->port, &ss, &ipv6) != 0) {
+    if (net_addr_parse(how->host, how->port, &ss) < 0) {
         snprintf(err, errlen, "listen address '%s' is not an IPv4 or IPv6 address", how->host);
         return -EINVAL;
     }
-    if (!how->allow_remote && !access_is_loopback(how->host)) {
+    if (!how->allow_remote && !net_addr_is_loopback(&ss)) {
         snprintf(err, errlen, "refusing to listen on %s, which is not a loopback address: "
                  "profiles expose process internals; set allow-remote (and token-file) to do it",
                  how->host);
@@ -458,21 +407,25 @@ int http_server_start(struct daemon_ctx *ctx, const struct http_listen *how,
         snprintf(s->token, sizeof(s->token), "%s", how->token);
         s->tcp.token = s->token;
     }
-    unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD;
-    int e = start_listener(&s->tcp, flags | (ipv6 ? MHD_USE_IPv6 : 0), &ss, -1);
+    int fd = open_tcp_socket(&ss, how->host, how->port, err, errlen);
+    int e = fd < 0 ? fd : start_listener(&s->tcp, fd);
     if (e) {
-        snprintf(err, errlen, "listen on %s:%u: %s", how->host, (unsigned)how->port,
-                 strerror(-e));
+        if (fd >= 0) {
+            snprintf(err, errlen, "listen on %s:%u: libmicrohttpd would not start", how->host,
+                     (unsigned)how->port);
+            close(fd);
+        }
         free(s);
         return e;
     }
     if (how->unix_path) {
-        int fd = open_unix_socket(how->unix_path, err, errlen);
+        fd = open_unix_socket(how->unix_path, err, errlen);
         s->unix_sock.is_unix = 1;
-        e = fd < 0 ? fd : start_listener(&s->unix_sock, flags, NULL, fd);
+        e = fd < 0 ? fd : start_listener(&s->unix_sock, fd);
         if (e) {
             if (fd >= 0) {
-                snprintf(err, errlen, "serve unix socket %s: %s", how->unix_path, strerror(-e));
+                snprintf(err, errlen, "serve unix socket %s: libmicrohttpd would not start",
+                         how->unix_path);
                 close(fd);
             }
             MHD_stop_daemon(s->tcp.mhd);

@@ -4,32 +4,19 @@
 #include "metrics.h"
 
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "hp_limits.h"
 
-/* Appends printf-style text; -ENOMEM on failure (checked once at the end). */
-static int emit(struct pprof_buf *out, const char *fmt, ...)
-{
-    char line[512];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(line, sizeof(line), fmt, ap);
-    va_end(ap);
-    if (n < 0)
-        return -EINVAL;
-    return pprof_buf_append(out, line, (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1);
-}
-
 /* One metric with its HELP and TYPE lines. */
-static int emit_metric(struct pprof_buf *out, const char *name, const char *type,
-                       const char *help, unsigned long long value)
+static int emit_metric(struct pprof_buf *out, const char *name, const char *type, const char *help,
+                       unsigned long long value)
 {
-    int e = emit(out, "# HELP heapprofd_%s %s\n# TYPE heapprofd_%s %s\n", name, help, name, type);
-    return e ? e : emit(out, "heapprofd_%s %llu\n", name, value);
+    int e = pprof_buf_printf(out, "# HELP heapprofd_%s %s\n# TYPE heapprofd_%s %s\n", name, help,
+                             name, type);
+    return e ? e : pprof_buf_printf(out, "heapprofd_%s %llu\n", name, value);
 }
 
 /* Escapes a label value for the Prometheus text format (backslash, quote, newline). */
@@ -73,14 +60,16 @@ static int write_target_metrics(struct daemon_ctx *ctx, struct pprof_buf *out)
          "Estimated bytes allocated since attach, per profiled process."},
     };
     for (int f = 0; f < 2 && e == 0; f++) {
-        e = emit(out, "# HELP heapprofd_%s %s\n# TYPE heapprofd_%s %s\n", families[f].name,
-                 families[f].help, families[f].name, families[f].type);
+        e = pprof_buf_printf(out, "# HELP heapprofd_%s %s\n# TYPE heapprofd_%s %s\n",
+                             families[f].name, families[f].help, families[f].name,
+                             families[f].type);
         for (size_t i = 0; i < n && e == 0; i++) {
             char comm[64];
             label_escape(comm, sizeof(comm), info[i].comm);
             int64_t fixed = f == 0 ? totals[i].inuse_bytes : (int64_t)totals[i].alloc_bytes;
-            e = emit(out, "heapprofd_%s{pid=\"%d\",comm=\"%s\"} %lld\n", families[f].name,
-                     (int)info[i].pid, comm, (long long)(fixed > 0 ? fixed >> HP_BYTES_SHIFT : 0));
+            e = pprof_buf_printf(out, "heapprofd_%s{pid=\"%d\",comm=\"%s\"} %lld\n",
+                                 families[f].name, (int)info[i].pid, comm,
+                                 (long long)(fixed > 0 ? fixed >> HP_BYTES_SHIFT : 0));
         }
     }
     free(info);
@@ -104,92 +93,113 @@ static int write_bpf_metrics(struct daemon_ctx *ctx, struct pprof_buf *out)
     if (e == 0)
         e = bpf_state_map_fill(ctx->bpf, &f);
     if (e == 0)
-        e = emit(out, "# HELP heapprofd_map_entries Entries in use in each BPF map.\n"
-                      "# TYPE heapprofd_map_entries gauge\n"
-                      "heapprofd_map_entries{map=\"counts\"} %zu\n"
-                      "heapprofd_map_entries{map=\"live\"} %zu\n"
-                      "heapprofd_map_entries{map=\"stacks\"} %zu\n"
-                      "heapprofd_map_entries{map=\"pending\"} %zu\n",
-                 f.counts, f.live, f.stacks, f.pending);
+        e = pprof_buf_printf(out,
+                             "# HELP heapprofd_map_entries Entries in use in each BPF map.\n"
+                             "# TYPE heapprofd_map_entries gauge\n"
+                             "heapprofd_map_entries{map=\"counts\"} %zu\n"
+                             "heapprofd_map_entries{map=\"live\"} %zu\n"
+                             "heapprofd_map_entries{map=\"stacks\"} %zu\n"
+                             "heapprofd_map_entries{map=\"pending\"} %zu\n",
+                             f.counts, f.live, f.stacks, f.pending);
     if (e == 0)
-        e = emit(out, "# HELP heapprofd_map_capacity Capacity of each BPF map.\n"
-                      "# TYPE heapprofd_map_capacity gauge\n"
-                      "heapprofd_map_capacity{map=\"counts\"} %u\n"
-                      "heapprofd_map_capacity{map=\"live\"} %u\n"
-                      "heapprofd_map_capacity{map=\"stacks\"} %u\n"
-                      "heapprofd_map_capacity{map=\"pending\"} %u\n",
-                 ctx->bpf->capacity.counts, ctx->bpf->capacity.live, ctx->bpf->capacity.stacks,
-                 ctx->bpf->capacity.pending);
+        e = pprof_buf_printf(out,
+                             "# HELP heapprofd_map_capacity Capacity of each BPF map.\n"
+                             "# TYPE heapprofd_map_capacity gauge\n"
+                             "heapprofd_map_capacity{map=\"counts\"} %u\n"
+                             "heapprofd_map_capacity{map=\"live\"} %u\n"
+                             "heapprofd_map_capacity{map=\"stacks\"} %u\n"
+                             "heapprofd_map_capacity{map=\"pending\"} %u\n",
+                             ctx->bpf->capacity.counts, ctx->bpf->capacity.live,
+                             ctx->bpf->capacity.stacks, ctx->bpf->capacity.pending);
     return e;
 }
 
-int metrics_write(struct daemon_ctx *ctx, struct pprof_buf *out)
+/* The target table's counters; nothing when BPF is unavailable. */
+static int write_target_counters(struct daemon_ctx *ctx, struct pprof_buf *out)
 {
-    int e = emit_metric(out, "bpf_up", "gauge", "1 if the BPF programs are loaded.",
-                        ctx->bpf != NULL);
-    if (e == 0 && ctx->bpf)
-        e = write_bpf_metrics(ctx, out);
-    if (e == 0 && ctx->targets) {
-        pthread_mutex_lock(&ctx->targets->lock);
-        unsigned long long errors = ctx->targets->attach_errors;
-        unsigned long long attached = ctx->targets->attached_total;
-        unsigned long long detached = ctx->targets->detached_total;
-        unsigned long long attach_ns = ctx->targets->last_attach_ns;
-        unsigned long long detach_ns = ctx->targets->last_detach_ns;
-        pthread_mutex_unlock(&ctx->targets->lock);
-        e = emit_metric(out, "targets", "gauge", "Processes being profiled.",
+    pthread_mutex_lock(&ctx->targets->lock);
+    unsigned long long errors = ctx->targets->attach_errors;
+    unsigned long long attached = ctx->targets->attached_total;
+    unsigned long long detached = ctx->targets->detached_total;
+    unsigned long long reattached = ctx->targets->reattached_total;
+    unsigned long long attach_ns = ctx->targets->last_attach_ns;
+    unsigned long long detach_ns = ctx->targets->last_detach_ns;
+    pthread_mutex_unlock(&ctx->targets->lock);
+    int e = emit_metric(out, "targets", "gauge", "Processes being profiled.",
                         targets_list(ctx->targets, NULL, 0));
-        if (e == 0)
-            e = emit_metric(out, "attach_errors_total", "counter",
-                            "Attempts to profile a process that failed.", errors);
-        if (e == 0)
-            e = emit_metric(out, "attached_total", "counter", "Processes attached.", attached);
-        if (e == 0)
-            e = emit_metric(out, "detached_total", "counter",
-                            "Processes detached (exited or pid reused).", detached);
-        if (e == 0)
-            e = emit(out, "# HELP heapprofd_last_attach_seconds Time the last attach took.\n"
-                          "# TYPE heapprofd_last_attach_seconds gauge\n"
-                          "heapprofd_last_attach_seconds %.6f\n"
-                          "# HELP heapprofd_last_detach_seconds Time removing the probes of the "
-                          "last detached process took.\n"
-                          "# TYPE heapprofd_last_detach_seconds gauge\n"
-                          "heapprofd_last_detach_seconds %.6f\n",
-                     attach_ns / 1e9, detach_ns / 1e9);
-        if (e == 0)
-            e = emit(out, "# HELP heapprofd_probe_layout How probes are attached.\n"
-                          "# TYPE heapprofd_probe_layout gauge\n"
-                          "heapprofd_probe_layout{layout=\"%s\"} 1\n",
-                     bpf_state_layout_name(ctx->bpf->layout));
-    }
-    if (e == 0 && ctx->unwind) {
-        struct unwind_stats us;
-        unwind_manager_stats(ctx->unwind, &us);
-        e = emit_metric(out, "unwind_tables_built_total", "counter",
-                        "Unwind tables built from .eh_frame/.debug_frame.", us.tables_built);
-        if (e == 0)
-            e = emit_metric(out, "unwind_table_failures_total", "counter",
-                            "Files without usable CFI (unwound by frame pointers).",
-                            us.build_failures);
-        if (e == 0)
-            e = emit_metric(out, "unwind_tables_rows_full_total", "counter",
-                            "Tables that did not fit the rows array (frame pointers used).",
-                            us.rows_full);
-        if (e == 0)
-            e = emit_metric(out, "unwind_table_build_seconds_total", "counter",
-                            "Time spent building unwind tables, in whole seconds.",
-                            us.build_ns / 1000000000ULL);
-        if (e == 0)
-            e = emit(out, "# HELP heapprofd_unwind_rows Unwind table rows in use, of %u.\n"
-                          "# TYPE heapprofd_unwind_rows gauge\n"
-                          "heapprofd_unwind_rows %zu\n"
-                          "# HELP heapprofd_unwind_files Files with unwind tables loaded.\n"
-                          "# TYPE heapprofd_unwind_files gauge\n"
-                          "heapprofd_unwind_files %zu\n",
-                     HP_MAX_UNWIND_ROWS, us.rows_used, us.files);
-    }
     if (e == 0)
-        e = emit_metric(out, "http_requests_total", "counter", "HTTP requests answered.",
+        e = emit_metric(out, "attach_errors_total", "counter",
+                        "Attempts to profile a process that failed.", errors);
+    if (e == 0)
+        e = emit_metric(out, "attached_total", "counter", "Processes attached.", attached);
+    if (e == 0)
+        e = emit_metric(out, "detached_total", "counter",
+                        "Processes detached (exited or pid reused).", detached);
+    if (e == 0)
+        e = emit_metric(out, "reattached_total", "counter",
+                        "Processes attached again after they exec'd.", reattached);
+    if (e == 0)
+        e = pprof_buf_printf(out,
+                             "# HELP heapprofd_last_attach_seconds Time the last attach took.\n"
+                             "# TYPE heapprofd_last_attach_seconds gauge\n"
+                             "heapprofd_last_attach_seconds %.6f\n"
+                             "# HELP heapprofd_last_detach_seconds Time removing the probes of the "
+                             "last detached process took.\n"
+                             "# TYPE heapprofd_last_detach_seconds gauge\n"
+                             "heapprofd_last_detach_seconds %.6f\n",
+                             attach_ns / 1e9, detach_ns / 1e9);
+    if (e == 0)
+        e = pprof_buf_printf(out,
+                             "# HELP heapprofd_probe_layout How probes are attached.\n"
+                             "# TYPE heapprofd_probe_layout gauge\n"
+                             "heapprofd_probe_layout{layout=\"%s\"} 1\n",
+                             bpf_state_layout_name(ctx->bpf->layout));
+    return e;
+}
+
+/* The unwind tables' counters; nothing with frame pointers only. */
+static int write_unwind_metrics(struct daemon_ctx *ctx, struct pprof_buf *out)
+{
+    struct unwind_stats us;
+    unwind_manager_stats(ctx->unwind, &us);
+    int e = emit_metric(out, "unwind_tables_built_total", "counter",
+                        "Unwind tables built from .eh_frame/.debug_frame.", us.tables_built);
+    if (e == 0)
+        e = emit_metric(out, "unwind_table_failures_total", "counter",
+                        "Files without usable CFI, or unreadable (unwound by frame pointers).",
+                        us.build_failures);
+    if (e == 0)
+        e = emit_metric(out, "unwind_tables_rows_full_total", "counter",
+                        "Tables that did not fit the rows array (frame pointers used).",
+                        us.rows_full);
+    if (e == 0)
+        e = emit_metric(out, "unwind_update_errors_total", "counter",
+                        "Processes whose unwind tables could not all be given (logged).",
+                        us.update_errors);
+    if (e == 0)
+        e = pprof_buf_printf(
+            out,
+            "# HELP heapprofd_unwind_table_build_seconds_total Time spent building "
+            "unwind tables.\n"
+            "# TYPE heapprofd_unwind_table_build_seconds_total counter\n"
+            "heapprofd_unwind_table_build_seconds_total %.6f\n",
+            us.build_ns / 1e9);
+    if (e == 0)
+        e = pprof_buf_printf(out,
+                             "# HELP heapprofd_unwind_rows Unwind table rows in use, of %u.\n"
+                             "# TYPE heapprofd_unwind_rows gauge\n"
+                             "heapprofd_unwind_rows %zu\n"
+                             "# HELP heapprofd_unwind_files Files with unwind tables loaded.\n"
+                             "# TYPE heapprofd_unwind_files gauge\n"
+                             "heapprofd_unwind_files %zu\n",
+                             HP_MAX_UNWIND_ROWS, us.rows_used, us.files);
+    return e;
+}
+
+/* The HTTP server's and the profile builds' counters. */
+static int write_request_metrics(struct daemon_ctx *ctx, struct pprof_buf *out)
+{
+    int e = emit_metric(out, "http_requests_total", "counter", "HTTP requests answered.",
                         atomic_load(&ctx->requests));
     if (e == 0)
         e = emit_metric(out, "http_request_errors_total", "counter",
@@ -199,60 +209,62 @@ int metrics_write(struct daemon_ctx *ctx, struct pprof_buf *out)
         e = emit_metric(out, "profiles_served_total", "counter", "Profiles served.",
                         atomic_load(&ctx->profiles_served));
     if (e == 0)
-        e = emit(out, "# HELP heapprofd_profile_build_seconds Time spent building and "
-                      "encoding profiles (sum and count: divide for the mean per scrape).\n"
-                      "# TYPE heapprofd_profile_build_seconds summary\n"
-                      "heapprofd_profile_build_seconds_sum %.6f\n"
-                      "heapprofd_profile_build_seconds_count %llu\n",
-                 atomic_load(&ctx->profile_build_ns) / 1e9,
-                 (unsigned long long)atomic_load(&ctx->profile_builds));
-    if (e == 0 && ctx->targets && ctx->bpf)
-        e = write_target_metrics(ctx, out);
-    if (e == 0 && ctx->cache) {
-        struct symbol_cache_stats sc;
-        symbol_cache_stats(ctx->cache, &sc);
-        e = emit(out, "# HELP heapprofd_symbol_cache_files ELF files open for symbolization, "
-                      "of %llu.\n"
-                      "# TYPE heapprofd_symbol_cache_files gauge\n"
-                      "heapprofd_symbol_cache_files %llu\n"
-                      "# HELP heapprofd_symbol_cache_bytes Bytes of ELF and debug files they map, "
-                      "of %llu.\n"
-                      "# TYPE heapprofd_symbol_cache_bytes gauge\n"
-                      "heapprofd_symbol_cache_bytes %llu\n",
-                 (unsigned long long)sc.max_entries, (unsigned long long)sc.entries,
-                 (unsigned long long)sc.max_bytes, (unsigned long long)sc.bytes);
-        if (e == 0)
-            e = emit_metric(out, "symbol_cache_hits_total", "counter",
-                            "Mappings whose file was open already.", sc.hits);
-        if (e == 0)
-            e = emit_metric(out, "symbol_cache_misses_total", "counter",
-                            "Mappings whose file had to be opened.", sc.misses);
-        if (e == 0)
-            e = emit_metric(out, "symbol_cache_evictions_total", "counter",
-                            "Files closed to keep the cache within its bounds or idle too long.",
-                            sc.evictions);
-    }
+        e = pprof_buf_printf(out,
+                             "# HELP heapprofd_profile_build_seconds Time spent building and "
+                             "encoding profiles (sum and count: divide for the mean per scrape).\n"
+                             "# TYPE heapprofd_profile_build_seconds summary\n"
+                             "heapprofd_profile_build_seconds_sum %.6f\n"
+                             "heapprofd_profile_build_seconds_count %llu\n",
+                             atomic_load(&ctx->profile_build_ns) / 1e9,
+                             (unsigned long long)atomic_load(&ctx->profile_builds));
     return e;
 }
 
-void html_escape(char *dst, size_t len, const char *src)
+/* The symbol cache's size and use. */
+static int write_symbol_cache_metrics(struct daemon_ctx *ctx, struct pprof_buf *out)
 {
-    size_t o = 0;
-    for (; *src && o + 7 < len; src++) {
-        const char *rep = NULL;
-        switch (*src) {
-        case '<': rep = "&lt;"; break;
-        case '>': rep = "&gt;"; break;
-        case '&': rep = "&amp;"; break;
-        case '"': rep = "&quot;"; break;
-        default: break;
-        }
-        if (rep) {
-            memcpy(dst + o, rep, strlen(rep));
-            o += strlen(rep);
-        } else {
-            dst[o++] = *src;
-        }
-    }
-    dst[o] = '\0';
+    struct symbol_cache_stats sc;
+    symbol_cache_stats(ctx->cache, &sc);
+    int e = pprof_buf_printf(
+        out,
+        "# HELP heapprofd_symbol_cache_files ELF files open for symbolization, "
+        "of %llu.\n"
+        "# TYPE heapprofd_symbol_cache_files gauge\n"
+        "heapprofd_symbol_cache_files %llu\n"
+        "# HELP heapprofd_symbol_cache_bytes Bytes of ELF and debug files they map, "
+        "of %llu.\n"
+        "# TYPE heapprofd_symbol_cache_bytes gauge\n"
+        "heapprofd_symbol_cache_bytes %llu\n",
+        (unsigned long long)sc.max_entries, (unsigned long long)sc.entries,
+        (unsigned long long)sc.max_bytes, (unsigned long long)sc.bytes);
+    if (e == 0)
+        e = emit_metric(out, "symbol_cache_hits_total", "counter",
+                        "Mappings whose file was open already.", sc.hits);
+    if (e == 0)
+        e = emit_metric(out, "symbol_cache_misses_total", "counter",
+                        "Mappings whose file had to be opened.", sc.misses);
+    if (e == 0)
+        e = emit_metric(out, "symbol_cache_evictions_total", "counter",
+                        "Files closed to keep the cache within its bounds or idle too long.",
+                        sc.evictions);
+    return e;
+}
+
+int metrics_write(struct daemon_ctx *ctx, struct pprof_buf *out)
+{
+    int e =
+        emit_metric(out, "bpf_up", "gauge", "1 if the BPF programs are loaded.", ctx->bpf != NULL);
+    if (e == 0 && ctx->bpf)
+        e = write_bpf_metrics(ctx, out);
+    if (e == 0 && ctx->targets)
+        e = write_target_counters(ctx, out);
+    if (e == 0 && ctx->unwind)
+        e = write_unwind_metrics(ctx, out);
+    if (e == 0)
+        e = write_request_metrics(ctx, out);
+    if (e == 0 && ctx->targets && ctx->bpf)
+        e = write_target_metrics(ctx, out);
+    if (e == 0 && ctx->cache)
+        e = write_symbol_cache_metrics(ctx, out);
+    return e;
 }

@@ -10,10 +10,8 @@
 #include "daemon_ctx.h"
 #include "pprof.h"
 
-/* Appends the metrics text to `out`; 0 or -ENOMEM. */
+/* Appends the metrics text to `out`; 0, or -errno (-ENOMEM, or a BPF map
+ * that could not be read). */
 int metrics_write(struct daemon_ctx *ctx, struct pprof_buf *out);
-
-/* Copies `src` into `dst` (size `len`) with HTML's special characters escaped. */
-void html_escape(char *dst, size_t len, const char *src);
 
 #endif

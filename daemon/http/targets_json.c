@@ -8,12 +8,11 @@
 
 #include <errno.h>
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "clock.h"
 #include "hp_limits.h"
 
 /* The length of the valid UTF-8 sequence at `s` (1..4), or 0 if it is not one. */
@@ -60,26 +59,6 @@ static int put_string(struct pprof_buf *b, const char *s)
     return e ? e : pprof_buf_append(b, "\"", 1);
 }
 
-/* Appends printf-formatted text. */
-__attribute__((format(printf, 2, 3))) static int put(struct pprof_buf *b, const char *fmt, ...)
-{
-    char line[256];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(line, sizeof(line), fmt, ap);
-    va_end(ap);
-    if (n < 0 || (size_t)n >= sizeof(line))
-        return -EINVAL;
-    return pprof_buf_append(b, line, (size_t)n);
-}
-
-static uint64_t monotonic_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 /* One target's object. */
 static int put_target(struct pprof_buf *b, const struct target_info *t,
                       const struct hp_counts *totals, uint64_t now, int first)
@@ -87,15 +66,15 @@ static int put_target(struct pprof_buf *b, const struct target_info *t,
     int64_t inuse = totals->inuse_bytes > 0 ? totals->inuse_bytes >> HP_BYTES_SHIFT : 0;
     uint64_t allocated = totals->alloc_bytes >> HP_BYTES_SHIFT;
     double profiled = now > t->attached_ns ? (double)(now - t->attached_ns) / 1e9 : 0;
-    int e = put(b, "%s\n  {\"pid\": %d, \"comm\": ", first ? "" : ",", (int)t->pid);
+    int e = pprof_buf_printf(b, "%s\n  {\"pid\": %d, \"comm\": ", first ? "" : ",", (int)t->pid);
     if (e == 0)
         e = put_string(b, t->comm);
     if (e == 0)
-        e = put(b, ", \"allocator\": ");
+        e = pprof_buf_printf(b, ", \"allocator\": ");
     if (e == 0)
         e = put_string(b, t->allocator);
     if (e == 0)
-        e = put(b,
+        e = pprof_buf_printf(b,
                 ", \"profiled_seconds\": %.3f, \"inuse_bytes\": %" PRId64
                 ", \"allocated_bytes\": %" PRIu64 "}",
                 profiled, inuse, allocated);
@@ -120,11 +99,11 @@ int targets_json_write(struct daemon_ctx *ctx, const struct caller *who, struct 
     }
     uint64_t now = monotonic_ns();
     if (e == 0)
-        e = put(out, "{\"targets\": [");
+        e = pprof_buf_printf(out, "{\"targets\": [");
     for (size_t i = 0; i < n && e == 0; i++)
         e = put_target(out, &info[i], &totals[i], now, i == 0);
     if (e == 0)
-        e = put(out, "%s]}\n", n ? "\n" : "");
+        e = pprof_buf_printf(out, "%s]}\n", n ? "\n" : "");
     free(info);
     free(tgids);
     free(totals);

@@ -21,11 +21,11 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "build_id.h"
+#include "search.h"
+
 /* Bit of a .gnu.version entry that marks a non-default ("foo@V1") version. */
 #define VERSYM_HIDDEN 0x8000
-
-/* The longest build ID we keep; GNU ld makes 20-byte SHA-1 IDs, some tools 16 or 32. */
-#define BUILD_ID_MAX 64
 
 /* One function symbol as kept in memory: 32 bytes, so 100k symbols cost ~3 MB. */
 struct fsym {
@@ -51,7 +51,7 @@ struct elf_file {
     GElf_Ehdr ehdr;
     GElf_Phdr *ph;
     size_t nph;
-    unsigned char build_id[BUILD_ID_MAX];
+    unsigned char build_id[BUILD_ID_MAX_BYTES];
     size_t build_id_len;     /* 0: the file has none */
     struct sym_table symtab; /* .symtab, empty when stripped */
     struct sym_table dynsym; /* .dynsym */
@@ -195,7 +195,7 @@ static bool find_build_id_note(Elf_Data *data, struct elf_file *ef)
     while (off < data->d_size && (next = gelf_getnote(data, off, &nh, &name_off, &desc_off)) > 0) {
         const char *name = (const char *)data->d_buf + name_off;
         if (nh.n_type == NT_GNU_BUILD_ID && nh.n_namesz == 4 && memcmp(name, "GNU", 4) == 0 &&
-            nh.n_descsz > 0 && nh.n_descsz <= BUILD_ID_MAX) {
+            nh.n_descsz > 0 && nh.n_descsz <= BUILD_ID_MAX_BYTES) {
             memcpy(ef->build_id, (const char *)data->d_buf + desc_off, nh.n_descsz);
             ef->build_id_len = nh.n_descsz;
             return true;
@@ -291,7 +291,8 @@ static int read_sections(struct elf_file *ef)
     return 0;
 }
 
-int elf_file_open(const char *path, struct elf_file **out)
+/* Opens `path`, reading its symbol tables too if `with_symbols`. */
+static int open_file(const char *path, bool with_symbols, struct elf_file **out)
 {
     struct elf_file *ef;
     int err;
@@ -331,7 +332,7 @@ int elf_file_open(const char *path, struct elf_file **out)
     }
 
     read_build_id(ef);
-    err = read_sections(ef);
+    err = with_symbols ? read_sections(ef) : 0;
     if (err)
         goto out;
     *out = ef;
@@ -339,6 +340,16 @@ int elf_file_open(const char *path, struct elf_file **out)
 out:
     elf_file_close(ef);
     return err;
+}
+
+int elf_file_open(const char *path, struct elf_file **out)
+{
+    return open_file(path, true, out);
+}
+
+int elf_file_open_headers(const char *path, struct elf_file **out)
+{
+    return open_file(path, false, out);
 }
 
 void elf_file_close(struct elf_file *ef)
@@ -363,17 +374,13 @@ int elf_file_type(const struct elf_file *ef)
 
 int elf_file_build_id(const struct elf_file *ef, char *hex, size_t cap)
 {
-    static const char digits[] = "0123456789abcdef";
-
+    char full[BUILD_ID_HEX_SIZE];
     if (ef->build_id_len == 0)
         return -ENOENT;
     if (cap < 2 * ef->build_id_len + 1)
         return -ENOSPC;
-    for (size_t i = 0; i < ef->build_id_len; i++) {
-        hex[2 * i] = digits[ef->build_id[i] >> 4];
-        hex[2 * i + 1] = digits[ef->build_id[i] & 0xf];
-    }
-    hex[2 * ef->build_id_len] = '\0';
+    build_id_hex(ef->build_id, ef->build_id_len, full);
+    memcpy(hex, full, 2 * ef->build_id_len + 1);
     return 0;
 }
 
@@ -420,18 +427,32 @@ static void to_public(const struct elf_file *ef, const struct fsym *f, struct el
         out->file_offset = 0;
 }
 
+/* A symbol sought in a table: by name, or by address. */
+struct sym_sought {
+    const struct sym_table *t;
+    const char *name;
+    uint64_t vaddr;
+};
+
+/* Whether the i-th symbol in name order sorts before the name sought. */
+static bool name_before(const void *ctx, size_t i)
+{
+    const struct sym_sought *s = ctx;
+    return strcmp(s->t->v[s->t->by_name[i]].name, s->name) < 0;
+}
+
+/* Whether the i-th symbol in address order starts at or below the address sought. */
+static bool starts_at_or_below(const void *ctx, size_t i)
+{
+    const struct sym_sought *s = ctx;
+    return s->t->v[i].vaddr <= s->vaddr;
+}
+
 /* The best symbol named `name` in `t`: the first in name order, or NULL. */
 static const struct fsym *lookup_name(const struct sym_table *t, const char *name)
 {
-    size_t lo = 0, hi = t->n;
-
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (strcmp(t->v[t->by_name[mid]].name, name) < 0)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
+    struct sym_sought s = {.t = t, .name = name};
+    size_t lo = search_partition(0, t->n, name_before, &s);
     if (lo < t->n && strcmp(t->v[t->by_name[lo]].name, name) == 0)
         return &t->v[t->by_name[lo]];
     return NULL;
@@ -455,16 +476,9 @@ bool elf_file_exports_function(const struct elf_file *ef, const char *name)
 int elf_file_symbolize(const struct elf_file *ef, uint64_t vaddr, struct elf_symbol *out)
 {
     const struct sym_table *t = main_table(ef);
-    size_t lo = 0, hi = t->n;
-
-    /* lo becomes the number of symbols starting at or below vaddr. */
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (t->v[mid].vaddr <= vaddr)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
+    struct sym_sought s = {.t = t, .vaddr = vaddr};
+    /* lo: the number of symbols starting at or below vaddr. */
+    size_t lo = search_partition(0, t->n, starts_at_or_below, &s);
     if (lo == 0)
         return -ENOENT;
     uint64_t start = t->v[lo - 1].vaddr;

@@ -31,6 +31,10 @@ struct elf_symbol {
 
 /* Opens `path`; -ENOENT, -EACCES, or -ENOEXEC (not a 64-bit ELF file). */
 int elf_file_open(const char *path, struct elf_file **out);
+/* The same without reading the symbol tables (a large library has
+ * hundreds of thousands): for the build ID and the address translations
+ * only; the symbol functions then find nothing. */
+int elf_file_open_headers(const char *path, struct elf_file **out);
 /* Closes the file and frees everything it handed out; NULL is fine. */
 void elf_file_close(struct elf_file *ef);
 
@@ -39,8 +43,8 @@ int elf_file_type(const struct elf_file *ef);
 
 /*
  * The GNU build ID (NT_GNU_BUILD_ID note) as lowercase hex into `hex`
- * (`cap` >= 2*20+1 for SHA-1 IDs); -ENOENT if the file has none,
- * -ENOSPC if `cap` is too small.
+ * (`cap` = BUILD_ID_HEX_SIZE holds any; build_id.h); -ENOENT if the file
+ * has none, -ENOSPC if `cap` is too small.
  */
 int elf_file_build_id(const struct elf_file *ef, char *hex, size_t cap);
 

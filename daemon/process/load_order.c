@@ -28,6 +28,8 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "proc_info.h"
+
 /* Bound on the link_map walk, so a corrupt or cyclic chain ends; real
  * processes load at most a few hundred objects. */
 #define LOAD_ORDER_MAX_OBJECTS 4096
@@ -134,26 +136,23 @@ static const struct proc_mapping *base_of(const struct proc_maps *maps,
 /* Finds the executable's lowest mapping: by inode and device, else by path. */
 static int find_exe(pid_t pid, const struct proc_maps *maps, const struct proc_mapping **out)
 {
-    char link[64], path[PATH_MAX];
-    struct stat st;
-
-    snprintf(link, sizeof(link), "/proc/%d/exe", (int)pid);
-    ssize_t n = readlink(link, path, sizeof(path) - 1);
-    if (n < 0 || stat(link, &st) != 0) {
-        int err = errno;
-        snprintf(link, sizeof(link), "/proc/%d", (int)pid);
+    char path[PATH_MAX];
+    dev_t dev;
+    ino_t ino;
+    int err = proc_exe_path(pid, path, sizeof(path));
+    if (err == 0)
+        err = proc_exe_identity(pid, &dev, &ino);
+    if (err) {
+        char dir[64];
+        snprintf(dir, sizeof(dir), "/proc/%d", (int)pid);
         /* Kernel threads have a /proc entry but no executable. */
-        return access(link, F_OK) != 0 ? -ESRCH : -err;
+        return access(dir, F_OK) != 0 ? -ESRCH : err;
     }
-    path[n] = '\0';
-    size_t slen = strlen(" (deleted)");
-    if ((size_t)n > slen && strcmp(path + n - slen, " (deleted)") == 0)
-        path[n - slen] = '\0';
 
     for (size_t i = 0; i < maps->n; i++) {
         const struct proc_mapping *pm = &maps->v[i];
-        if (proc_mapping_is_file(pm) && pm->inode == st.st_ino &&
-            makedev(pm->dev_major, pm->dev_minor) == st.st_dev) {
+        if (proc_mapping_is_file(pm) && pm->inode == ino &&
+            makedev(pm->dev_major, pm->dev_minor) == dev) {
             *out = pm;
             return 0;
         }

@@ -1,14 +1,19 @@
 /*
- * proc_info.c - reads a process's start time, name and namespaced pid from /proc.
+ * proc_info.c - reads a process's start time, name, executable and
+ * namespaced pid from /proc, and names the paths of its mapped files (see
+ * proc_info.h).
  */
 #include "proc_info.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
+
+#include "proc_maps.h"
+#include "strutil.h"
 
 /* Reads a small /proc file into buf (NUL-terminated); -ESRCH if the process is gone. */
 static int read_proc_file(pid_t pid, const char *name, char *buf, size_t len)
@@ -46,13 +51,8 @@ int proc_start_time(pid_t pid, uint64_t *ticks)
         p = strchr(p + 1, ' ');
     if (!p)
         return -EINVAL;
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(p + 1, &end, 10);
-    if (errno || end == p + 1)
-        return -EINVAL;
-    *ticks = v;
-    return 0;
+    const char *digits = p + 1;
+    return parse_decimal(&digits, NULL, ticks);
 }
 
 int proc_comm(pid_t pid, char *buf, size_t len)
@@ -75,23 +75,63 @@ int proc_ns_pid(pid_t pid, pid_t *ns_pid)
         *ns_pid = pid; /* kernels before 4.1 have no NSpid: one namespace */
         return 0;
     }
+    /* "NSpid:\t42\t7": the last is the innermost namespace's. */
     p += strlen("\nNSpid:");
-    const char *last = NULL;
-    while (*p && *p != '\n') {
-        while (*p == ' ' || *p == '\t')
-            p++;
-        if (*p >= '0' && *p <= '9')
-            last = p;
-        while (*p >= '0' && *p <= '9')
-            p++;
-        if (*p && *p != '\n' && *p != ' ' && *p != '\t')
-            return -EINVAL;
-    }
-    if (!last)
+    size_t len = strcspn(p, "\n");
+    const char *last = p + len;
+    while (last > p && last[-1] >= '0' && last[-1] <= '9')
+        last--;
+    char digits[16];
+    size_t n = (size_t)(p + len - last);
+    if (n == 0 || n >= sizeof(digits))
         return -EINVAL;
-    long v = strtol(last, NULL, 10);
-    if (v <= 0 || v > INT32_MAX)
+    memcpy(digits, last, n);
+    digits[n] = '\0';
+    uint64_t v;
+    if (parse_u64(digits, 1, HP_MAX_PID, &v) != 0)
         return -EINVAL;
     *ns_pid = (pid_t)v;
     return 0;
+}
+
+int proc_exe_path(pid_t pid, char *buf, size_t len)
+{
+    char link[64];
+    snprintf(link, sizeof(link), "/proc/%d/exe", (int)pid);
+    ssize_t n = readlink(link, buf, len - 1);
+    if (n < 0)
+        return -errno;
+    if ((size_t)n == len - 1)
+        return -ENAMETOOLONG; /* perhaps cut short */
+    buf[proc_path_without_deleted(buf, (size_t)n, NULL)] = '\0';
+    return 0;
+}
+
+int proc_exe_identity(pid_t pid, dev_t *dev, ino_t *ino)
+{
+    char path[64];
+    struct stat st;
+    snprintf(path, sizeof(path), "/proc/%d/exe", (int)pid);
+    if (stat(path, &st) != 0)
+        return -errno;
+    *dev = st.st_dev;
+    *ino = st.st_ino;
+    return 0;
+}
+
+bool proc_is_same_process(pid_t pid, uint64_t start_time, uint32_t exe_ino)
+{
+    uint64_t start;
+    dev_t dev;
+    ino_t ino;
+    if (proc_start_time(pid, &start) != 0 || start != start_time)
+        return false;
+    return proc_exe_identity(pid, &dev, &ino) != 0 || (uint32_t)ino == exe_ino;
+}
+
+int proc_map_file_path(pid_t pid, uint64_t start, uint64_t end, char *buf, size_t len)
+{
+    int n = snprintf(buf, len, "/proc/%d/map_files/%llx-%llx", (int)pid,
+                     (unsigned long long)start, (unsigned long long)end);
+    return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
 }

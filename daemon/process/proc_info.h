@@ -1,11 +1,13 @@
 /*
  * proc_info.h - small facts about a process from /proc: its start time
- * (which tells a reused pid from the process we attached to), its name and
- * its pid inside its own pid namespace.
+ * (which tells a reused pid from the process we attached to), its name,
+ * its executable, the paths that open the files it maps, and its pid
+ * inside its own pid namespace.
  */
 #ifndef HEAPPROF_PROC_INFO_H
 #define HEAPPROF_PROC_INFO_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -13,10 +15,32 @@
 /* Start time in clock ticks since boot (field 22 of /proc/PID/stat); -ESRCH if
  * gone or a zombie (which has no memory left). */
 int proc_start_time(pid_t pid, uint64_t *ticks);
+/* The command name (/proc/PID/comm, without newline); -ESRCH if gone. */
+int proc_comm(pid_t pid, char *buf, size_t len);
+
 /* The pid the process has in its own pid namespace (the last NSpid of
  * /proc/PID/status): what it calls itself, e.g. in /tmp/perf-PID.map. */
 int proc_ns_pid(pid_t pid, pid_t *ns_pid);
-/* The command name (/proc/PID/comm, without newline); -ESRCH if gone. */
-int proc_comm(pid_t pid, char *buf, size_t len);
+
+/* The executable's path as the process sees it (the target of
+ * /proc/PID/exe, without the " (deleted)" of an unlinked file); -errno. */
+int proc_exe_path(pid_t pid, char *buf, size_t len);
+
+/* The device and inode of the process's executable (stat of
+ * /proc/PID/exe); -errno if it cannot be read. */
+int proc_exe_identity(pid_t pid, dev_t *dev, ino_t *ino);
+
+/* Whether process `pid` is still the one recorded as started at
+ * `start_time` running an executable whose inode's low 32 bits are
+ * `exe_ino`: not gone, its pid not reused, and not exec'd meanwhile (an
+ * executable that cannot be read is taken as unchanged). */
+bool proc_is_same_process(pid_t pid, uint64_t start_time, uint32_t exe_ino);
+
+/*
+ * "/proc/PID/map_files/START-END": opens the very file mapped at [start,
+ * end) of the process, even one deleted, replaced or in another mount
+ * namespace (needs CAP_SYS_ADMIN). -ENAMETOOLONG if `len` is too small.
+ */
+int proc_map_file_path(pid_t pid, uint64_t start, uint64_t end, char *buf, size_t len);
 
 #endif

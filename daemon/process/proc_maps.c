@@ -16,6 +16,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "search.h"
+#include "strutil.h"
+
 /* First read buffer; most processes' maps fit (a few hundred lines). */
 #define MAPS_READ_CHUNK 65536
 
@@ -60,25 +63,6 @@ static int parse_hex(struct cursor *c, uint64_t *out)
     return 0;
 }
 
-/* Parses decimal digits at the cursor into `out`; fails on none or on overflow. */
-static int parse_dec(struct cursor *c, uint64_t *out)
-{
-    uint64_t v = 0;
-    const char *start = c->p;
-
-    while (c->p < c->end && *c->p >= '0' && *c->p <= '9') {
-        unsigned d = (unsigned)(*c->p - '0');
-        if (v > (UINT64_MAX - d) / 10)
-            return -EINVAL;
-        v = v * 10 + d;
-        c->p++;
-    }
-    if (c->p == start)
-        return -EINVAL;
-    *out = v;
-    return 0;
-}
-
 /* Consumes one expected character. */
 static int expect(struct cursor *c, char ch)
 {
@@ -114,7 +98,7 @@ static int parse_line(struct cursor c, struct proc_mapping *pm)
     if (parse_hex(&c, &pm->start) || expect(&c, '-') || parse_hex(&c, &pm->end) ||
         expect(&c, ' ') || parse_perms(&c, pm) || expect(&c, ' ') || parse_hex(&c, &pm->offset) ||
         expect(&c, ' ') || parse_hex(&c, &major) || expect(&c, ':') || parse_hex(&c, &minor) ||
-        expect(&c, ' ') || parse_dec(&c, &pm->inode))
+        expect(&c, ' ') || parse_decimal(&c.p, c.end, &pm->inode))
         return -EINVAL;
     if (pm->start >= pm->end || major > UINT32_MAX || minor > UINT32_MAX)
         return -EINVAL;
@@ -127,16 +111,20 @@ static int parse_line(struct cursor c, struct proc_mapping *pm)
     while (c.p < c.end && *c.p == ' ')
         c.p++;
 
-    size_t len = (size_t)(c.end - c.p);
-    size_t slen = sizeof(DELETED_SUFFIX) - 1;
-    if (len > slen && memcmp(c.end - slen, DELETED_SUFFIX, slen) == 0) {
-        pm->deleted = true;
-        len -= slen;
-    }
+    size_t len = proc_path_without_deleted(c.p, (size_t)(c.end - c.p), &pm->deleted);
     if (memchr(c.p, '\0', len))
         return -EINVAL;
     pm->path = strndup(c.p, len);
     return pm->path ? 0 : -ENOMEM;
+}
+
+size_t proc_path_without_deleted(const char *path, size_t len, bool *deleted)
+{
+    size_t slen = sizeof(DELETED_SUFFIX) - 1;
+    bool cut = len > slen && memcmp(path + len - slen, DELETED_SUFFIX, slen) == 0;
+    if (deleted)
+        *deleted = cut;
+    return cut ? len - slen : len;
 }
 
 /* Orders line numbers by their mapping's start, then as read; qsort_r with the mappings. */
@@ -312,18 +300,24 @@ void proc_maps_free(struct proc_maps *m)
     m->n = 0;
 }
 
+/* What proc_maps_find() looks for. */
+struct addr_in_maps {
+    const struct proc_maps *m;
+    uint64_t addr;
+};
+
+/* Whether mapping i ends at or below the address sought. */
+static bool ends_before(const void *ctx, size_t i)
+{
+    const struct addr_in_maps *a = ctx;
+    return a->m->v[i].end <= a->addr;
+}
+
 const struct proc_mapping *proc_maps_find(const struct proc_maps *m, uint64_t addr)
 {
-    size_t lo = 0, hi = m->n;
-
-    /* Find the first mapping whose end is above addr; it holds addr if it starts at or below. */
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (m->v[mid].end <= addr)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
+    /* The first mapping whose end is above addr holds addr if it starts at or below. */
+    struct addr_in_maps a = {m, addr};
+    size_t lo = search_partition(0, m->n, ends_before, &a);
     if (lo < m->n && m->v[lo].start <= addr)
         return &m->v[lo];
     return NULL;

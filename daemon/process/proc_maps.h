@@ -52,6 +52,11 @@ void proc_maps_free(struct proc_maps *m);
 /* The mapping that contains `addr`, or NULL (binary search). */
 const struct proc_mapping *proc_maps_find(const struct proc_maps *m, uint64_t addr);
 
+/* The length of `path` (`len` bytes) without the " (deleted)" the kernel
+ * appends to the path of an unlinked file; *deleted (if not NULL) says
+ * whether it was there. */
+size_t proc_path_without_deleted(const char *path, size_t len, bool *deleted);
+
 /* Whether a mapping is backed by a regular file (not anonymous, not [vdso] etc.). */
 bool proc_mapping_is_file(const struct proc_mapping *pm);
 

@@ -17,7 +17,7 @@
 
 struct daemon_ctx {
     struct bpf_state *bpf;        /* NULL when BPF could not load */
-    char bpf_error[256];          /* why, when it could not */
+    char bpf_error[1024];         /* why, when it could not */
     struct targets *targets;      /* NULL when BPF could not load */
     struct unwind_manager *unwind; /* NULL when BPF could not load */
     struct symbol_cache *cache;

@@ -7,11 +7,12 @@
 #include <errno.h>
 #include <string.h>
 
+#include "clock.h"
+
+/* Monotonic seconds, the unit of EXITED_KEEP_SECONDS. */
 static time_t now_seconds(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec;
+    return (time_t)(monotonic_ns() / 1000000000u);
 }
 
 void exited_profiles_init(struct exited_profiles *x)
@@ -40,20 +41,20 @@ void exited_profiles_destroy(struct exited_profiles *x)
 /* Encodes `p` in every form; the default sample type is set per form. */
 static int encode_forms(struct pprof_profile *p, struct pprof_buf forms[EXITED_FORMS])
 {
-    struct pprof_buf raw = {0};
-    int e = pprof_set_default_sample_type(p, "inuse_space");
-    if (e == 0)
-        e = pprof_encode(p, &raw);
-    if (e == 0)
-        e = pprof_gzip(raw.data, raw.len, &forms[EXITED_HEAP_PROTO]);
-    pprof_buf_free(&raw);
-    if (e == 0)
-        e = pprof_set_default_sample_type(p, "alloc_space");
-    if (e == 0)
-        e = pprof_encode(p, &raw);
-    if (e == 0)
-        e = pprof_gzip(raw.data, raw.len, &forms[EXITED_ALLOCS_PROTO]);
-    pprof_buf_free(&raw);
+    static const struct {
+        enum exited_form form;
+        const char *default_type;
+    } protos[] = {{EXITED_HEAP_PROTO, "inuse_space"}, {EXITED_ALLOCS_PROTO, "alloc_space"}};
+    int e = 0;
+    for (size_t i = 0; i < sizeof(protos) / sizeof(protos[0]) && e == 0; i++) {
+        struct pprof_buf raw = {0};
+        e = pprof_set_default_sample_type(p, protos[i].default_type);
+        if (e == 0)
+            e = pprof_encode(p, &raw);
+        if (e == 0)
+            e = pprof_gzip(raw.data, raw.len, &forms[protos[i].form]);
+        pprof_buf_free(&raw);
+    }
     if (e == 0)
         e = pprof_write_heap_text(p, &forms[EXITED_TEXT]);
     return e;

@@ -131,8 +131,8 @@ int heap_profile_build_parts(struct bpf_state *bpf, struct symbol_cache *cache,
         e = add_part(bpf, cache, p, spec, &parts[i], label, added == 0);
         if (e == 0)
             added++;
-        else if (e == -ESRCH && nparts > 1)
-            e = 0; /* exited meanwhile: the others still make a profile */
+        else if (e == -ESRCH && spec->pid == 0)
+            e = 0; /* exited meanwhile: the others (or none) still make a profile */
     }
     if (e) {
         if (e == -ESRCH)

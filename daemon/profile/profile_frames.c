@@ -13,9 +13,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
-#include "allocator.h"
+#include "allocator_names.h"
+#include "proc_info.h"
 
 /* Initial slots of the address table (a power of two); it doubles at half full. */
 #define FRAME_TABLE_INITIAL 1024
@@ -186,25 +186,7 @@ static int64_t gap_id(struct profile_frames *t, uint64_t pc)
 
 bool profile_frames_is_allocator_line(const struct sym_line *l)
 {
-    static const char *const shims[] = {
-        "operator new",   "operator new[]",     "__rust_alloc",      "__rust_alloc_zeroed",
-        "__rust_realloc", "__rg_alloc",         "__rg_alloc_zeroed", "__rg_realloc",
-        "__rdl_alloc",    "__rdl_alloc_zeroed", "__rdl_realloc",
-    };
-    /* glibc names its functions' internal aliases __GI_<name>, and DWARF
-     * gives the alias as the linkage name: __GI___libc_malloc */
-    const char *plain =
-        strncmp(l->system_name, "__GI_", 5) == 0 ? l->system_name + 5 : l->system_name;
-    if (allocator_is_allocator_symbol(plain))
-        return true;
-    /* The last component: "__rustc::__rust_alloc", "std::alloc::...::__rdl_alloc" */
-    const char *last = l->name;
-    for (const char *s = strstr(l->name, "::"); s; s = strstr(s + 2, "::"))
-        last = s + 2;
-    for (size_t i = 0; i < sizeof(shims) / sizeof(shims[0]); i++)
-        if (strcmp(last, shims[i]) == 0)
-            return true;
-    return false;
+    return allocator_is_allocator_name(l->system_name, l->name);
 }
 
 /* Folds one location's lines into its mapping's has_* flags. */
@@ -249,25 +231,14 @@ static bool is_jit_mapping(struct profile_frames *t, size_t i)
     return m->path[0] == '\0' || strncmp(m->path, "[anon:", 6) == 0;
 }
 
-/* The path of the process's executable ("" if unknown), without " (deleted)". */
-static void exe_path(pid_t pid, char *exe, size_t len)
-{
-    char link[64];
-    snprintf(link, sizeof(link), "/proc/%d/exe", (int)pid);
-    ssize_t n = readlink(link, exe, len - 1);
-    exe[n > 0 ? n : 0] = '\0';
-    char *deleted = strstr(exe, " (deleted)");
-    if (deleted && deleted[10] == '\0')
-        *deleted = '\0';
-}
-
 /* "[jit node]": what JIT code without a name is called, after the runtime. */
 static const char *jit_name(struct profile_frames *t)
 {
     if (t->jit_name[0])
         return t->jit_name;
     char exe[4096];
-    exe_path(t->pid, exe, sizeof(exe));
+    if (proc_exe_path(t->pid, exe, sizeof(exe)) != 0)
+        exe[0] = '\0';
     const char *base = strrchr(exe, '/') ? strrchr(exe, '/') + 1 : exe;
     snprintf(t->jit_name, sizeof(t->jit_name), base[0] ? "[jit %s]" : "[jit]", base);
     return t->jit_name;
@@ -379,8 +350,7 @@ int profile_frames_stack(struct profile_frames *t, const uint64_t *ret, size_t n
 void profile_frames_add_main(struct profile_frames *t)
 {
     char exe[4096];
-    exe_path(t->pid, exe, sizeof(exe));
-    if (!exe[0])
+    if (proc_exe_path(t->pid, exe, sizeof(exe)) != 0)
         return;
     for (size_t i = 0; i < t->maps->n; i++) {
         if (t->maps->v[i].executable && strcmp(t->maps->v[i].path, exe) == 0) {

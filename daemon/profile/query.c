@@ -137,14 +137,8 @@ int parse_duration(const char *s, uint64_t max_ns, uint64_t *out)
         return 0;
     }
     while (*s) {
-        if (*s < '0' || *s > '9')
+        if (parse_decimal(&s, NULL, &n) != 0 || n > max_ns)
             return -EINVAL;
-        n = 0;
-        for (; *s >= '0' && *s <= '9'; s++) {
-            if (n > max_ns / 10)
-                return -EINVAL;
-            n = n * 10 + (uint64_t)(*s - '0');
-        }
         size_t k = 0;
         for (; k < sizeof(units) / sizeof(units[0]); k++) {
             size_t len = strlen(units[k].unit);

@@ -8,9 +8,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "heap_profile.h"
 #include "targets.h"
 
@@ -21,13 +21,6 @@ struct gathered {
     struct stack_counts *counts;
     size_t n;
 };
-
-static uint64_t monotonic_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 /* The cumulative counts, or the live allocations older than min_age. */
 static int read_one(struct daemon_ctx *ctx, const struct profile_query *q, pid_t pid,

@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <libelf.h>
 #include <limits.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +17,8 @@
 #include <zlib.h>
 
 #include <elfutils/libdwelf.h>
+
+#include "build_id.h"
 
 /* The roots to look under: the process's, then ours; at most two. */
 struct roots {
@@ -89,19 +92,30 @@ static int try_path(const struct debug_target *t, const char *path, bool check, 
     return fd;
 }
 
+/* try_path() on the path `fmt` makes; -ENAMETOOLONG if it does not fit. */
+__attribute__((format(printf, 4, 5))) static int try_formatted(const struct debug_target *t,
+                                                              bool check, char **found,
+                                                              const char *fmt, ...)
+{
+    char path[PATH_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(path, sizeof(path), fmt, ap);
+    va_end(ap);
+    if (n < 0 || (size_t)n >= sizeof(path))
+        return -ENAMETOOLONG;
+    return try_path(t, path, check, found);
+}
+
 /* Tries ROOT/usr/lib/debug/.build-id/xx/yyyy.debug. */
 static int try_build_id(const struct debug_target *t, const char *root, char **found)
 {
-    char hex[2 * 64 + 1], path[PATH_MAX];
-    if (t->build_id_len < 2 || t->build_id_len > 64)
+    char hex[BUILD_ID_HEX_SIZE];
+    if (t->build_id_len < 2 || t->build_id_len > BUILD_ID_MAX_BYTES)
         return -ENOENT;
-    for (size_t i = 0; i < t->build_id_len; i++)
-        snprintf(hex + 2 * i, 3, "%02x", t->build_id[i]);
-    int n = snprintf(path, sizeof(path), "%s%s/.build-id/%.2s/%s.debug", root, DEBUG_LINK_DIR, hex,
-                     hex + 2);
-    if (n < 0 || (size_t)n >= sizeof(path))
-        return -ENAMETOOLONG;
-    return try_path(t, path, true, found);
+    build_id_hex(t->build_id, t->build_id_len, hex);
+    return try_formatted(t, true, found, "%s%s/.build-id/%.2s/%s.debug", root, DEBUG_LINK_DIR, hex,
+                         hex + 2);
 }
 
 /* Tries the three .gnu_debuglink places under ROOT. */
@@ -112,18 +126,15 @@ static int try_debuglink(const struct debug_target *t, const char *root, char **
         t->path[0] != '/')
         return -ENOENT;
     int dirlen = (int)(slash - t->path);
-    static const char *const formats[] = {"%s%.*s/%s", "%s%.*s/.debug/%s",
-                                          "%s" DEBUG_LINK_DIR "%.*s/%s"};
-    for (size_t i = 0; i < sizeof(formats) / sizeof(formats[0]); i++) {
-        char path[PATH_MAX];
-        int n = snprintf(path, sizeof(path), formats[i], root, dirlen, t->path, t->debuglink);
-        if (n < 0 || (size_t)n >= sizeof(path))
-            continue;
-        int fd = try_path(t, path, true, found);
-        if (fd >= 0 || fd == -ENOMEM)
-            return fd;
-    }
-    return -ENOENT;
+    /* Beside the file, in .debug beside it, and under DEBUG_LINK_DIR. */
+    int fd = try_formatted(t, true, found, "%s%.*s/%s", root, dirlen, t->path, t->debuglink);
+    if (fd < 0 && fd != -ENOMEM)
+        fd = try_formatted(t, true, found, "%s%.*s/.debug/%s", root, dirlen, t->path,
+                           t->debuglink);
+    if (fd < 0 && fd != -ENOMEM)
+        fd = try_formatted(t, true, found, "%s" DEBUG_LINK_DIR "%.*s/%s", root, dirlen, t->path,
+                           t->debuglink);
+    return fd >= 0 || fd == -ENOMEM ? fd : -ENOENT;
 }
 
 int debug_link_open(const struct debug_target *t, char **found)
@@ -147,7 +158,6 @@ int debug_link_open(const struct debug_target *t, char **found)
 int debug_link_open_alt(const struct debug_target *t, const char *debug_path, const char *altname,
                         char **found)
 {
-    char path[PATH_MAX];
     if (!altname || !altname[0])
         return -ENOENT;
     if (altname[0] != '/') {
@@ -155,19 +165,13 @@ int debug_link_open_alt(const struct debug_target *t, const char *debug_path, co
         const char *slash = debug_path ? strrchr(debug_path, '/') : NULL;
         if (!slash)
             return -ENOENT;
-        int n =
-            snprintf(path, sizeof(path), "%.*s/%s", (int)(slash - debug_path), debug_path, altname);
-        if (n < 0 || (size_t)n >= sizeof(path))
-            return -ENAMETOOLONG;
-        return try_path(t, path, false, found);
+        return try_formatted(t, false, found, "%.*s/%s", (int)(slash - debug_path), debug_path,
+                             altname);
     }
     struct roots r;
     roots_of(t, &r);
     for (size_t i = 0; i < r.n; i++) {
-        int n = snprintf(path, sizeof(path), "%s%s", r.v[i], altname);
-        if (n < 0 || (size_t)n >= sizeof(path))
-            continue;
-        int fd = try_path(t, path, false, found);
+        int fd = try_formatted(t, false, found, "%s%s", r.v[i], altname);
         if (fd >= 0 || fd == -ENOMEM)
             return fd;
     }

@@ -22,17 +22,12 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 
+#include "clock.h"
 #include "proc_info.h"
+#include "search.h"
 
 /* Bytes read from the file per read() call. */
 #define READ_CHUNK (256 * 1024)
-
-static int64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 
 struct perf_map *perf_map_new(pid_t pid)
 {
@@ -177,18 +172,24 @@ long perf_map_parse(struct perf_map *m, const char *buf, size_t len)
     return (long)used;
 }
 
+/* What perf_map_lookup's search compares with. */
+struct lookup_key {
+    const struct perf_map *m;
+    uint64_t addr;
+};
+
+static bool starts_at_or_before(const void *ctx, size_t i)
+{
+    const struct lookup_key *k = ctx;
+    return k->m->v[i].start <= k->addr;
+}
+
 int perf_map_lookup(struct perf_map *m, uint64_t addr, char *name, size_t len)
 {
     pthread_mutex_lock(&m->lock);
     /* The first symbol starting after addr; candidates are just before it. */
-    size_t lo = 0, hi = m->n;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (m->v[mid].start <= addr)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
+    struct lookup_key key = {.m = m, .addr = addr};
+    size_t lo = search_partition(0, m->n, starts_at_or_before, &key);
     const struct perf_map_symbol *best = NULL;
     for (size_t i = lo, k = 0; i > 0 && k < PERF_MAP_OVERLAP_SCAN; i--, k++) {
         const struct perf_map_symbol *s = &m->v[i - 1];
@@ -310,7 +311,7 @@ void perf_map_cache_destroy(struct perf_map_cache *c)
 static struct perf_map **slot_of(struct perf_map_cache *c, pid_t pid, uint64_t start_ticks)
 {
     struct perf_map **found = NULL, **empty = NULL;
-    int64_t now = now_ns();
+    int64_t now = (int64_t)monotonic_ns();
     for (size_t i = 0; i < PERF_MAP_CACHE_PROCS; i++) {
         struct perf_map *m = c->maps[i];
         if (m && m->refs == 0 &&
@@ -349,7 +350,7 @@ int perf_map_get(struct perf_map_cache *c, pid_t pid, struct perf_map **out)
     }
     struct perf_map *m = *slot;
     m->refs++;
-    m->last_used_ns = now_ns();
+    m->last_used_ns = (int64_t)monotonic_ns();
     pthread_mutex_unlock(&c->lock);
 
     pthread_mutex_lock(&m->lock);
@@ -372,6 +373,6 @@ void perf_map_put(struct perf_map_cache *c, struct perf_map *m)
 {
     pthread_mutex_lock(&c->lock);
     m->refs--;
-    m->last_used_ns = now_ns();
+    m->last_used_ns = (int64_t)monotonic_ns();
     pthread_mutex_unlock(&c->lock);
 }

@@ -16,7 +16,9 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
-#include <time.h>
+
+#include "clock.h"
+#include "proc_info.h"
 
 /* Entries taken out of the table, to close once the lock is released. */
 struct victims {
@@ -24,11 +26,10 @@ struct victims {
     size_t n;
 };
 
+/* The cache's clock: monotonic nanoseconds, signed for the idle arithmetic. */
 static int64_t now_ns(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+    return (int64_t)monotonic_ns();
 }
 
 /* The entries the descriptor limit allows, after raising it as far as we may. */
@@ -175,27 +176,44 @@ static struct cached_elf *find(struct symbol_cache *c, const struct file_id *id,
     return NULL;
 }
 
-/* A path that opens the file of mapping `m`, and the file's identity. */
+/* Stats `path` into *st: 0 or -errno. */
+static int stat_path(const char *path, struct stat *st)
+{
+    return stat(path, st) == 0 ? 0 : -errno;
+}
+
+/*
+ * A path that opens the file of mapping `m`, and the file's identity: its
+ * map_files link; else (map_files needs CAP_SYS_ADMIN) the path inside the
+ * process's root; else, for a process that has exited (its last profile is
+ * being kept), the path in our namespace if it is still the very file
+ * mapped. When none works, the first error that says more than "not
+ * there" (EACCES, ENAMETOOLONG, ...), else -ENOENT.
+ */
 static int locate(pid_t pid, const struct proc_mapping *m, char *path, size_t len,
                   struct file_id *id)
 {
     struct stat st;
-    snprintf(path, len, "/proc/%d/map_files/%llx-%llx", (int)pid, (unsigned long long)m->start,
-             (unsigned long long)m->end);
-    if (stat(path, &st) != 0) {
-        /* map_files needs CAP_SYS_ADMIN: the path inside the process's root */
+    int e = proc_map_file_path(pid, m->start, m->end, path, len);
+    if (e == 0)
+        e = stat_path(path, &st);
+    int first = e;
+    if (e != 0) {
         int n = snprintf(path, len, "/proc/%d/root%s", (int)pid, m->path);
-        if (m->path[0] != '/' || n < 0 || (size_t)n >= len || stat(path, &st) != 0) {
-            /* The process has exited (its last profile is being kept): the
-             * path in our namespace, if it is still the very file mapped. */
-            n = snprintf(path, len, "%s", m->path);
-            if (m->path[0] != '/' || n < 0 || (size_t)n >= len || stat(path, &st) != 0 ||
-                st.st_ino != m->inode || st.st_dev != makedev(m->dev_major, m->dev_minor))
-                return -ENOENT;
-        }
+        e = n < 0 || (size_t)n >= len ? -ENAMETOOLONG : stat_path(path, &st);
+        first = first == -ENOENT ? e : first;
     }
+    if (e != 0) {
+        int n = snprintf(path, len, "%s", m->path);
+        e = n < 0 || (size_t)n >= len ? -ENAMETOOLONG : stat_path(path, &st);
+        if (e == 0 && (st.st_ino != m->inode || st.st_dev != makedev(m->dev_major, m->dev_minor)))
+            e = -ENOENT; /* another file by that name now */
+        first = first == -ENOENT ? e : first;
+    }
+    if (e != 0)
+        return first;
     if (!S_ISREG(st.st_mode))
-        return -ENOENT;
+        return -ENOEXEC; /* a device or the like: nothing to symbolize */
     *id = (struct file_id){
         .dev = st.st_dev,
         .ino = st.st_ino,
@@ -235,8 +253,11 @@ int symbol_cache_get(struct symbol_cache *c, pid_t pid, const struct proc_mappin
     char path[PATH_MAX + 64];
     struct file_id id;
     struct victims old = {.n = 0};
-    if (!proc_mapping_is_file(m) || locate(pid, m, path, sizeof(path), &id) != 0)
+    if (!proc_mapping_is_file(m))
         return -ENOENT;
+    int err = locate(pid, m, path, sizeof(path), &id);
+    if (err)
+        return err;
 
     pthread_mutex_lock(&c->lock);
     trim(c, c->max_entries, c->max_bytes, &old);
@@ -251,7 +272,7 @@ int symbol_cache_get(struct symbol_cache *c, pid_t pid, const struct proc_mappin
     }
 
     struct cached_elf *fresh;
-    int err = entry_open(pid, m, path, &id, &fresh);
+    err = entry_open(pid, m, path, &id, &fresh);
     if (err)
         return err;
     pthread_mutex_lock(&c->lock);

@@ -34,6 +34,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "build_id.h"
 #include "perf_map.h"
 #include "proc_maps.h"
 #include "symbolizer.h"
@@ -81,7 +82,7 @@ struct file_id {
 
 /* One open file. */
 struct cached_elf {
-    char build_id[2 * 64 + 1]; /* hex, "" if the file has none; set before sharing */
+    char build_id[BUILD_ID_HEX_SIZE]; /* hex, "" if the file has none; set before sharing */
     struct symbolizer *sym;    /* set before sharing; used under `lock` */
     pthread_mutex_t lock;      /* one lookup at a time through `sym` */
     struct file_id files[SYMBOL_CACHE_ALIASES]; /* under the cache lock */
@@ -122,7 +123,9 @@ void symbol_cache_destroy(struct symbol_cache *c);
  * The file behind mapping `m` of process `pid`, opened through
  * /proc/PID/map_files (so deleted and replaced files and other mount
  * namespaces work), else /proc/PID/root/PATH. Returns 0 or -errno
- * (-ENOENT: not a file mapping or not there, -ENOEXEC: not ELF).
+ * (-ENOENT: not a file mapping or not there, -ENOEXEC: not ELF or not a
+ * regular file, -EACCES and others as the kernel said on the first path
+ * that failed for a reason other than ENOENT).
  */
 int symbol_cache_get(struct symbol_cache *c, pid_t pid, const struct proc_mapping *m,
                      struct cached_elf **out);

@@ -25,12 +25,10 @@
 #include <elfutils/libdwelf.h>
 #include <elfutils/libdwfl.h>
 
+#include "build_id.h"
 #include "debug_link.h"
 #include "symbol_memo.h"
 #include "symbolizer_names.h"
-
-/* The longest build ID we show; GNU ld makes 20-byte SHA-1 IDs, some tools 16 or 32. */
-#define SYMBOLIZER_BUILD_ID_MAX 64
 
 struct symbolizer {
     Dwfl *dwfl;
@@ -38,9 +36,9 @@ struct symbolizer {
     GElf_Addr bias; /* module address = ELF virtual address + bias */
     GElf_Phdr *loads;
     size_t nloads;
-    unsigned char build_id[SYMBOLIZER_BUILD_ID_MAX];
+    unsigned char build_id[BUILD_ID_MAX_BYTES];
     size_t build_id_len;
-    char build_id_hex[2 * SYMBOLIZER_BUILD_ID_MAX + 1];
+    char build_id_hex[BUILD_ID_HEX_SIZE];
     const char *debuglink; /* in the file's own Elf, NULL if none */
     GElf_Word debuglink_crc;
     char *root, *path; /* where the process sees the file, for the debug search */
@@ -116,11 +114,10 @@ static int read_file_facts(struct symbolizer *z)
     const unsigned char *id;
     GElf_Addr id_vaddr;
     int len = dwfl_module_build_id(z->mod, &id, &id_vaddr);
-    if (len > 0 && len <= SYMBOLIZER_BUILD_ID_MAX) {
+    if (len > 0 && len <= BUILD_ID_MAX_BYTES) {
         memcpy(z->build_id, id, (size_t)len);
         z->build_id_len = (size_t)len;
-        for (int i = 0; i < len; i++)
-            snprintf(z->build_id_hex + 2 * i, 3, "%02x", id[i]);
+        build_id_hex(id, (size_t)len, z->build_id_hex);
     }
     z->debuglink = dwelf_elf_gnu_debuglink(elf, &z->debuglink_crc);
     size_t nph;

@@ -15,8 +15,7 @@
 #include <dwarf.h>
 #include <string.h>
 
-/* A ULEB128/SLEB128 longer than this is malformed: 10 bytes carry 64 bits. */
-#define LEB128_MAX_BYTES 10
+#include "dw_cursor.h"
 
 /* DW_CFA_remember_state nesting we follow; gcc nests one or two deep. */
 #define CFI_STATE_STACK_MAX 32
@@ -35,12 +34,6 @@ static const uint8_t plt_expr[] = {
 };
 #define PLT_EXPR_LIT_AT 6
 
-/* A bounded reader over an instruction stream; `bad` sticks once a read ran past `end`. */
-struct cursor {
-    const uint8_t *p, *end;
-    bool bad;
-};
-
 /* The interpreter's state: the current rules and the DW_CFA_remember_state stack. */
 struct run {
     const struct cfi_cie *cie; /* the CIE (its `initial` is what DW_CFA_restore goes back to) */
@@ -49,75 +42,6 @@ struct run {
     unsigned depth;
     struct cfi_state stack[CFI_STATE_STACK_MAX];
 };
-
-/* One byte, or 0 and `bad` at the end. */
-static uint8_t rd_u8(struct cursor *c)
-{
-    if (c->p >= c->end) {
-        c->bad = true;
-        return 0;
-    }
-    return *c->p++;
-}
-
-/* An `n`-byte little-endian unsigned value (n <= 8). */
-static uint64_t rd_le(struct cursor *c, unsigned n)
-{
-    uint64_t v = 0;
-    if ((size_t)(c->end - c->p) < n) {
-        c->bad = true;
-        return 0;
-    }
-    for (unsigned i = 0; i < n; i++)
-        v |= (uint64_t)c->p[i] << (8 * i);
-    c->p += n;
-    return v;
-}
-
-/* A LEB128, sign-extended from its last byte when `is_signed`; bits past 64
- * are dropped (only hostile input has them). */
-static uint64_t rd_leb(struct cursor *c, bool is_signed)
-{
-    uint64_t v = 0;
-    for (unsigned i = 0, shift = 0; i < LEB128_MAX_BYTES; i++, shift += 7) {
-        uint8_t b = rd_u8(c);
-        if (c->bad)
-            return 0;
-        if (shift < 64)
-            v |= (uint64_t)(b & 0x7f) << shift;
-        if (!(b & 0x80)) {
-            if (is_signed && shift + 7 < 64 && (b & 0x40))
-                v |= ~(uint64_t)0 << (shift + 7);
-            return v;
-        }
-    }
-    c->bad = true;
-    return 0;
-}
-
-/* An unsigned LEB128. */
-static uint64_t rd_uleb(struct cursor *c)
-{
-    return rd_leb(c, false);
-}
-
-/* A signed LEB128. */
-static int64_t rd_sleb(struct cursor *c)
-{
-    return (int64_t)rd_leb(c, true);
-}
-
-/* Skips a block of `len` bytes and returns where it starts. */
-static const uint8_t *rd_block(struct cursor *c, uint64_t len)
-{
-    const uint8_t *start = c->p;
-    if ((uint64_t)(c->end - c->p) < len) {
-        c->bad = true;
-        return NULL;
-    }
-    c->p += len;
-    return start;
-}
 
 /* An unsigned factored offset times the data alignment factor, or CFI_OFF_OVERFLOW. */
 static int64_t factored_u(uint64_t u, int64_t daf)
@@ -171,10 +95,10 @@ static bool set_cfa_offset(struct run *r, int64_t off)
  * it does not). Returns false when the instruction is malformed, unknown or
  * cannot be followed, after which nothing more of the stream is trusted.
  */
-static bool step(struct run *r, struct cursor *c, uint64_t *advance)
+static bool step(struct run *r, struct dw_cursor *c, uint64_t *advance)
 {
     const int64_t daf = r->cie->data_align;
-    uint8_t op = rd_u8(c);
+    uint8_t op = dw_u8(c);
     uint64_t reg, delta = 0, u;
     int64_t s;
     bool ok = true;
@@ -185,7 +109,7 @@ static bool step(struct run *r, struct cursor *c, uint64_t *advance)
         delta = op & 0x3f;
         break;
     case DW_CFA_offset:
-        set_rule(r, op & 0x3f, CFI_RULE_OFFSET, factored_u(rd_uleb(c), daf));
+        set_rule(r, op & 0x3f, CFI_RULE_OFFSET, factored_u(dw_uleb(c), daf));
         break;
     case DW_CFA_restore:
         restore_rule(r, op & 0x3f);
@@ -195,55 +119,55 @@ static bool step(struct run *r, struct cursor *c, uint64_t *advance)
         case DW_CFA_nop:
             break;
         case DW_CFA_advance_loc1:
-            delta = rd_le(c, 1);
+            delta = dw_le(c, 1);
             break;
         case DW_CFA_advance_loc2:
-            delta = rd_le(c, 2);
+            delta = dw_le(c, 2);
             break;
         case DW_CFA_advance_loc4:
-            delta = rd_le(c, 4);
+            delta = dw_le(c, 4);
             break;
         case DW_CFA_offset_extended:
-            reg = rd_uleb(c);
-            set_rule(r, reg, CFI_RULE_OFFSET, factored_u(rd_uleb(c), daf));
+            reg = dw_uleb(c);
+            set_rule(r, reg, CFI_RULE_OFFSET, factored_u(dw_uleb(c), daf));
             break;
         case DW_CFA_offset_extended_sf:
-            reg = rd_uleb(c);
-            set_rule(r, reg, CFI_RULE_OFFSET, factored_s(rd_sleb(c), daf));
+            reg = dw_uleb(c);
+            set_rule(r, reg, CFI_RULE_OFFSET, factored_s(dw_sleb(c), daf));
             break;
         case DW_CFA_GNU_negative_offset_extended:
-            reg = rd_uleb(c);
-            s = factored_u(rd_uleb(c), daf);
+            reg = dw_uleb(c);
+            s = factored_u(dw_uleb(c), daf);
             set_rule(r, reg, CFI_RULE_OFFSET, s == CFI_OFF_OVERFLOW ? s : -s);
             break;
         case DW_CFA_restore_extended:
-            restore_rule(r, rd_uleb(c));
+            restore_rule(r, dw_uleb(c));
             break;
         case DW_CFA_undefined:
-            set_rule(r, rd_uleb(c), CFI_RULE_UNDEF, 0);
+            set_rule(r, dw_uleb(c), CFI_RULE_UNDEF, 0);
             break;
         case DW_CFA_same_value:
-            set_rule(r, rd_uleb(c), CFI_RULE_SAME, 0);
+            set_rule(r, dw_uleb(c), CFI_RULE_SAME, 0);
             break;
         case DW_CFA_register:
-            reg = rd_uleb(c);
-            (void)rd_uleb(c);
+            reg = dw_uleb(c);
+            (void)dw_uleb(c);
             set_rule(r, reg, CFI_RULE_OTHER, 0);
             break;
         case DW_CFA_val_offset:
-            reg = rd_uleb(c);
-            (void)rd_uleb(c);
+            reg = dw_uleb(c);
+            (void)dw_uleb(c);
             set_rule(r, reg, CFI_RULE_OTHER, 0);
             break;
         case DW_CFA_val_offset_sf:
-            reg = rd_uleb(c);
-            (void)rd_sleb(c);
+            reg = dw_uleb(c);
+            (void)dw_sleb(c);
             set_rule(r, reg, CFI_RULE_OTHER, 0);
             break;
         case DW_CFA_expression:
         case DW_CFA_val_expression:
-            reg = rd_uleb(c);
-            (void)rd_block(c, rd_uleb(c));
+            reg = dw_uleb(c);
+            (void)dw_block(c, dw_uleb(c));
             set_rule(r, reg, CFI_RULE_OTHER, 0);
             break;
         case DW_CFA_remember_state:
@@ -257,41 +181,41 @@ static bool step(struct run *r, struct cursor *c, uint64_t *advance)
             r->st = r->stack[--r->depth];
             break;
         case DW_CFA_def_cfa:
-            reg = rd_uleb(c);
-            u = rd_uleb(c);
+            reg = dw_uleb(c);
+            u = dw_uleb(c);
             r->st.cfa_kind = CFI_CFA_REG;
             r->st.cfa_reg = reg;
             r->st.cfa_off = u > INT64_MAX ? CFI_OFF_OVERFLOW : (int64_t)u;
             break;
         case DW_CFA_def_cfa_sf:
-            reg = rd_uleb(c);
-            s = factored_s(rd_sleb(c), daf);
+            reg = dw_uleb(c);
+            s = factored_s(dw_sleb(c), daf);
             r->st.cfa_kind = CFI_CFA_REG;
             r->st.cfa_reg = reg;
             r->st.cfa_off = s;
             break;
         case DW_CFA_def_cfa_register:
-            reg = rd_uleb(c);
+            reg = dw_uleb(c);
             if (r->st.cfa_kind == CFI_CFA_EXPR)
                 return false;
             r->st.cfa_kind = CFI_CFA_REG;
             r->st.cfa_reg = reg;
             break;
         case DW_CFA_def_cfa_offset:
-            u = rd_uleb(c);
+            u = dw_uleb(c);
             ok = set_cfa_offset(r, u > INT64_MAX ? CFI_OFF_OVERFLOW : (int64_t)u);
             break;
         case DW_CFA_def_cfa_offset_sf:
-            ok = set_cfa_offset(r, factored_s(rd_sleb(c), daf));
+            ok = set_cfa_offset(r, factored_s(dw_sleb(c), daf));
             break;
         case DW_CFA_def_cfa_expression:
-            u = rd_uleb(c);
-            r->st.expr = rd_block(c, u);
+            u = dw_uleb(c);
+            r->st.expr = dw_block(c, u);
             r->st.expr_len = u;
             r->st.cfa_kind = CFI_CFA_EXPR;
             break;
         case DW_CFA_GNU_args_size:
-            (void)rd_uleb(c); /* stack adjustment for landing pads, not for unwinding */
+            (void)dw_uleb(c); /* stack adjustment for landing pads, not for unwinding */
             break;
         default:
             /* DW_CFA_set_loc (its operand uses the FDE's pointer encoding; no
@@ -310,7 +234,7 @@ static bool step(struct run *r, struct cursor *c, uint64_t *advance)
 void cfi_run_cie(struct cfi_cie *cie, const uint8_t *p, const uint8_t *end)
 {
     struct run r;
-    struct cursor c = {.p = p, .end = end, .bad = false};
+    struct dw_cursor c = {.p = p, .end = end, .bad = false};
     uint64_t advance;
 
     r.cie = cie;
@@ -342,7 +266,7 @@ int cfi_run_fde(const struct cfi_cie *cie, const uint8_t *p, const uint8_t *end,
                 uint64_t hi, uint64_t from, cfi_row_fn fn, void *ctx)
 {
     struct run r;
-    struct cursor c = {.p = p, .end = end, .bad = false};
+    struct dw_cursor c = {.p = p, .end = end, .bad = false};
     uint64_t loc = lo, advance, next;
     int err;
 

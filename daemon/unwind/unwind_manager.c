@@ -1,6 +1,14 @@
 /*
  * unwind_manager.c - builds, shares and frees the unwind tables of profiled
  * processes' executable files (see unwind_manager.h).
+ *
+ * An update runs in five steps, the slow ones without the lock: (1) the
+ * process's executable mappings and their files' keys are read; (2) under
+ * the lock each file is found, or entered as `building` by the update that
+ * will build it; (3) that update builds its tables; (4) reserves their rows
+ * under the lock and writes them without it; (5) under the lock, once no
+ * file it needs is still building (waiting on `built`), it gives the
+ * process its mappings.
  */
 #include "unwind_manager.h"
 
@@ -8,20 +16,32 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "build_id.h"
+#include "clock.h"
 #include "elf_file.h"
+#include "proc_info.h"
 #include "proc_maps.h"
 #include "unwind_table.h"
 
+/* "b:" and a build ID in hex, or "i:<major>:<minor>:<inode>". */
+#define FILE_KEY_SIZE (2 + BUILD_ID_HEX_SIZE)
+
+/* Where a file's table stands. */
+enum file_state {
+    FILE_BUILDING, /* an update is building it and writing its rows; wait for `built` */
+    FILE_READY,    /* rows in place */
+    FILE_NO_TABLE, /* none (no usable CFI, unreadable, or no room): frame pointers */
+};
+
 /* One file's table, shared by the processes that map it. */
 struct unwind_file {
-    char key[96];       /* "b:<build id>", or "i:<major>:<minor>:<inode>" */
+    char key[FILE_KEY_SIZE];
+    enum file_state state;
     uint64_t base;      /* ELF vaddr of row pc 0 */
     uint32_t first_row;
     uint32_t nrows;
-    unsigned refs;      /* process mappings using it */
-    int usable;         /* 0: no table (none in the file, or no room): frame pointers */
+    unsigned refs;      /* process mappings (and updates under way) using it */
 };
 
 /* What one process was given. */
@@ -32,12 +52,15 @@ struct unwind_process {
     size_t nfiles;
 };
 
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
+/* One executable mapping of the process being updated. */
+struct mapping_ref {
+    const struct proc_mapping *pm;
+    char key[FILE_KEY_SIZE];
+    char path[64];       /* its map_files link, which opens the very file mapped */
+    uint64_t vaddr;      /* the ELF vaddr of pm->offset */
+    struct unwind_file *file; /* a reference, once found or entered */
+    int builder;         /* this update builds the file's table */
+};
 
 int unwind_manager_init(struct unwind_manager *m, struct bpf_state *bpf)
 {
@@ -51,6 +74,7 @@ int unwind_manager_init(struct unwind_manager *m, struct bpf_state *bpf)
     m->nfree = 1;
     m->bpf = bpf;
     pthread_mutex_init(&m->lock, NULL);
+    pthread_cond_init(&m->built, NULL);
     return 0;
 }
 
@@ -61,6 +85,7 @@ void unwind_manager_destroy(struct unwind_manager *m)
     for (size_t i = 0; i < UNWIND_MAX_FILES; i++)
         free(m->files[i]);
     free(m->free_ranges);
+    pthread_cond_destroy(&m->built);
     pthread_mutex_destroy(&m->lock);
 }
 
@@ -120,42 +145,13 @@ static void rows_free(struct unwind_manager *m, uint32_t first, uint32_t n)
     m->nfree++;
 }
 
-/* Builds the table of the file at `path` into a new entry `f` (usable or not). */
-static void build_file(struct unwind_manager *m, struct unwind_file *f, const char *path)
-{
-    struct unwind_table t;
-    uint64_t t0 = now_ns();
-    int e = unwind_table_build(path, &t);
-    m->stats.build_ns += now_ns() - t0;
-    if (e) {
-        m->stats.build_failures++;
-        return;
-    }
-    uint32_t first;
-    if (t.n == 0 || t.n > UINT32_MAX || rows_alloc(m, (uint32_t)t.n, &first) != 0) {
-        if (t.n)
-            m->stats.rows_full++;
-        unwind_table_free(&t);
-        return;
-    }
-    if (bpf_state_write_unwind_rows(m->bpf, first, t.rows, t.n) != 0) {
-        rows_free(m, first, (uint32_t)t.n);
-        m->stats.build_failures++;
-        unwind_table_free(&t);
-        return;
-    }
-    f->base = t.base;
-    f->first_row = first;
-    f->nrows = (uint32_t)t.n;
-    f->usable = 1;
-    m->stats.tables_built++;
-    unwind_table_free(&t);
-}
-
-/* The entry for `key`, built on first use from `path`; NULL if there is no room. */
-static struct unwind_file *get_file(struct unwind_manager *m, const char *key, const char *path)
+/* The entry of `key` with a reference taken, entered as FILE_BUILDING
+ * (*fresh set) if there is none; NULL if the table of files is full (or
+ * memory is). Under the lock. */
+static struct unwind_file *get_file(struct unwind_manager *m, const char *key, int *fresh)
 {
     ssize_t empty = -1;
+    *fresh = 0;
     for (size_t i = 0; i < UNWIND_MAX_FILES; i++) {
         if (m->files[i] && strcmp(m->files[i]->key, key) == 0) {
             m->files[i]->refs++;
@@ -164,20 +160,19 @@ static struct unwind_file *get_file(struct unwind_manager *m, const char *key, c
         if (!m->files[i] && empty < 0)
             empty = (ssize_t)i;
     }
-    if (empty < 0)
-        return NULL;
-    struct unwind_file *f = calloc(1, sizeof(*f));
+    struct unwind_file *f = empty < 0 ? NULL : calloc(1, sizeof(*f));
     if (!f)
         return NULL;
     snprintf(f->key, sizeof(f->key), "%s", key);
-    build_file(m, f, path);
+    f->state = FILE_BUILDING;
     f->refs = 1;
     m->files[empty] = f;
     m->stats.files++;
+    *fresh = 1;
     return f;
 }
 
-/* Drops one reference; the last one frees the file's rows. */
+/* Drops one reference; the last one frees the file's rows. Under the lock. */
 static void put_file(struct unwind_manager *m, struct unwind_file *f)
 {
     if (--f->refs > 0)
@@ -188,10 +183,47 @@ static void put_file(struct unwind_manager *m, struct unwind_file *f)
             break;
         }
     }
-    if (f->usable)
+    if (f->state == FILE_READY)
         rows_free(m, f->first_row, f->nrows);
     m->stats.files--;
     free(f);
+}
+
+/* Builds the table of `f` from `path` and writes its rows, then marks it
+ * ready (or without a table) and wakes the updates waiting for it. Takes
+ * the lock only to count and to reserve rows. */
+static void build_file(struct unwind_manager *m, struct unwind_file *f, const char *path)
+{
+    struct unwind_table t;
+    uint64_t t0 = monotonic_ns();
+    int e = unwind_table_build(path, &t);
+    uint64_t took = monotonic_ns() - t0;
+    uint32_t first = 0;
+    pthread_mutex_lock(&m->lock);
+    m->stats.build_ns += took;
+    m->stats.build_failures += e != 0;
+    if (e == 0 && (t.n == 0 || t.n > UINT32_MAX || rows_alloc(m, (uint32_t)t.n, &first) != 0)) {
+        m->stats.rows_full += t.n != 0;
+        e = -ENOSPC;
+    }
+    pthread_mutex_unlock(&m->lock);
+    /* The rows are ours alone until the file is marked ready. */
+    int written = e == 0 ? bpf_state_write_unwind_rows(m->bpf, first, t.rows, t.n) : e;
+    pthread_mutex_lock(&m->lock);
+    if (e == 0 && written != 0) {
+        rows_free(m, first, (uint32_t)t.n);
+        m->stats.build_failures++;
+    }
+    if (written == 0) {
+        f->base = t.base;
+        f->first_row = first;
+        f->nrows = (uint32_t)t.n;
+        m->stats.tables_built++;
+    }
+    f->state = written == 0 ? FILE_READY : FILE_NO_TABLE;
+    pthread_cond_broadcast(&m->built);
+    pthread_mutex_unlock(&m->lock);
+    unwind_table_free(&t);
 }
 
 /* The signature of a process's executable file mappings. */
@@ -209,40 +241,6 @@ static uint64_t signature_of(const struct proc_maps *maps)
     return h;
 }
 
-/* Fills one hp_unwind_mapping for mapping `pm` of `pid`, taking a file reference. */
-static int map_one(struct unwind_manager *m, pid_t pid, const struct proc_mapping *pm,
-                   struct unwind_file **file, struct hp_unwind_mapping *out)
-{
-    char path[128], key[96], build_id[65];
-    struct elf_file *ef;
-    uint64_t vaddr;
-    snprintf(path, sizeof(path), "/proc/%d/map_files/%llx-%llx", (int)pid,
-             (unsigned long long)pm->start, (unsigned long long)pm->end);
-    if (elf_file_open(path, &ef) != 0)
-        return -ENOENT;
-    int e = elf_file_offset_to_vaddr(ef, pm->offset, &vaddr);
-    if (elf_file_build_id(ef, build_id, sizeof(build_id)) == 0)
-        snprintf(key, sizeof(key), "b:%s", build_id);
-    else
-        snprintf(key, sizeof(key), "i:%u:%u:%llu", pm->dev_major, pm->dev_minor,
-                 (unsigned long long)pm->inode);
-    elf_file_close(ef);
-    if (e)
-        return e;
-    struct unwind_file *f = get_file(m, key, path);
-    if (!f)
-        return -ENOSPC;
-    *file = f;
-    if (!f->usable)
-        return 0;
-    out->start = pm->start;
-    out->end = pm->end;
-    out->bias = pm->start - vaddr + f->base;
-    out->first_row = f->first_row;
-    out->nrows = f->nrows;
-    return 1;
-}
-
 /* The process's slot: its own, or a free one; NULL if none. */
 static struct unwind_process **proc_slot(struct unwind_manager *m, pid_t pid, int create)
 {
@@ -256,49 +254,166 @@ static struct unwind_process **proc_slot(struct unwind_manager *m, pid_t pid, in
     return create ? empty : NULL;
 }
 
-int unwind_manager_update(struct unwind_manager *m, pid_t pid)
+/* Reads what an update needs of mapping `pm` of `pid`: the key of its
+ * file and the ELF vaddr of its offset. -errno if its file cannot be read. */
+static int read_mapping(pid_t pid, const struct proc_mapping *pm, struct mapping_ref *r)
 {
-    struct proc_maps maps;
-    int e = proc_maps_read(pid, &maps);
+    char build_id[BUILD_ID_HEX_SIZE];
+    struct elf_file *ef;
+    r->pm = pm;
+    int e = proc_map_file_path(pid, pm->start, pm->end, r->path, sizeof(r->path));
+    if (e == 0)
+        e = elf_file_open_headers(r->path, &ef);
     if (e)
         return e;
-    uint64_t sig = signature_of(&maps);
-    struct hp_unwind_proc *bp = calloc(1, sizeof(*bp));
-    struct unwind_process *np = calloc(1, sizeof(*np));
-    if (!bp || !np) {
-        e = -ENOMEM;
-        goto out;
-    }
-    pthread_mutex_lock(&m->lock);
-    struct unwind_process **slot = proc_slot(m, pid, 1);
-    if (!slot || (*slot && (*slot)->signature == sig)) {
-        e = slot ? 0 : -ENOSPC;
-        pthread_mutex_unlock(&m->lock);
-        goto out;
-    }
-    np->pid = pid;
-    np->signature = sig;
-    for (size_t i = 0; i < maps.n && np->nfiles < HP_MAX_UNWIND_MAPPINGS; i++) {
-        const struct proc_mapping *pm = &maps.v[i];
+    e = elf_file_offset_to_vaddr(ef, pm->offset, &r->vaddr);
+    if (elf_file_build_id(ef, build_id, sizeof(build_id)) == 0)
+        snprintf(r->key, sizeof(r->key), "b:%s", build_id);
+    else
+        snprintf(r->key, sizeof(r->key), "i:%u:%u:%llu", pm->dev_major, pm->dev_minor,
+                 (unsigned long long)pm->inode);
+    elf_file_close(ef);
+    return e;
+}
+
+/* Step 1: the executable file mappings of `maps` that can be read, up to
+ * HP_MAX_UNWIND_MAPPINGS; *over counts those beyond. Without the lock. */
+static size_t read_mappings(struct unwind_manager *m, pid_t pid, const struct proc_maps *maps,
+                            struct mapping_ref *refs, size_t *over)
+{
+    size_t n = 0, unreadable = 0;
+    *over = 0;
+    for (size_t i = 0; i < maps->n; i++) {
+        const struct proc_mapping *pm = &maps->v[i];
         if (!pm->executable || !proc_mapping_is_file(pm))
             continue;
-        struct unwind_file *f = NULL;
-        if (map_one(m, pid, pm, &f, &bp->m[bp->n]) > 0)
-            bp->n++;
-        if (f)
-            np->files[np->nfiles++] = f;
+        if (n == HP_MAX_UNWIND_MAPPINGS)
+            (*over)++;
+        else if (read_mapping(pid, pm, &refs[n]) == 0)
+            n++;
+        else
+            unreadable++; /* unwound by frame pointers, like a file without CFI */
     }
-    /* Maps are sorted by address, so the BPF side can search bp->m. */
-    e = bpf_state_set_unwind_proc(m->bpf, (uint32_t)pid, bp);
+    if (unreadable) {
+        pthread_mutex_lock(&m->lock);
+        m->stats.build_failures += unreadable;
+        pthread_mutex_unlock(&m->lock);
+    }
+    return n;
+}
+
+/* Steps 2 to 4: takes a reference to each mapping's file, then builds
+ * the ones this update entered. A file for which the table of files has no
+ * room gets no table, like one that does not fit the rows; its mapping is
+ * dropped from `refs`. Returns how many stay. */
+static size_t get_files(struct unwind_manager *m, struct mapping_ref *refs, size_t n)
+{
+    size_t kept = 0;
+    pthread_mutex_lock(&m->lock);
+    for (size_t i = 0; i < n; i++) {
+        refs[i].file = get_file(m, refs[i].key, &refs[i].builder);
+        if (refs[i].file)
+            refs[kept++] = refs[i];
+        else
+            m->stats.rows_full++;
+    }
+    pthread_mutex_unlock(&m->lock);
+    for (size_t i = 0; i < kept; i++)
+        if (refs[i].builder)
+            build_file(m, refs[i].file, refs[i].path);
+    return kept;
+}
+
+/* Step 5, under the lock: waits until no file of `refs` is building, then
+ * gives process `pid` its mappings and swaps in its new entry `np` (which
+ * takes over the references); the old entry's references go. */
+static int give_mappings(struct unwind_manager *m, pid_t pid, struct mapping_ref *refs, size_t n,
+                         struct unwind_process *np, struct hp_unwind_proc *bp)
+{
+    for (size_t i = 0; i < n; i++)
+        while (refs[i].file->state == FILE_BUILDING)
+            pthread_cond_wait(&m->built, &m->lock);
+    struct unwind_process **slot = proc_slot(m, pid, 1);
+    if (!slot)
+        return -ENOSPC;
+    for (size_t i = 0; i < n; i++) {
+        const struct unwind_file *f = refs[i].file;
+        const struct proc_mapping *pm = refs[i].pm;
+        np->files[np->nfiles++] = refs[i].file;
+        if (f->state != FILE_READY)
+            continue;
+        /* Maps are sorted by address, so the BPF side can search bp->m. */
+        bp->m[bp->n++] = (struct hp_unwind_mapping){.start = pm->start,
+                                                    .end = pm->end,
+                                                    .bias = pm->start - refs[i].vaddr + f->base,
+                                                    .first_row = f->first_row,
+                                                    .nrows = f->nrows};
+    }
+    int e = bpf_state_set_unwind_proc(m->bpf, (uint32_t)pid, bp);
     struct unwind_process *old = *slot;
     *slot = np;
-    np = old;
-    for (size_t i = 0; np && i < np->nfiles; i++)
-        put_file(m, np->files[i]);
+    for (size_t i = 0; old && i < old->nfiles; i++)
+        put_file(m, old->files[i]);
+    free(old);
+    return e;
+}
+
+/* Whether process `pid` was given tables for mappings of signature `sig` already. */
+static int unchanged(struct unwind_manager *m, pid_t pid, uint64_t sig)
+{
+    pthread_mutex_lock(&m->lock);
+    struct unwind_process **slot = proc_slot(m, pid, 0);
+    int same = slot && (*slot)->signature == sig;
     pthread_mutex_unlock(&m->lock);
+    return same;
+}
+
+int unwind_manager_update(struct unwind_manager *m, pid_t pid, char *err, size_t errlen)
+{
+    struct proc_maps maps;
+    size_t over = 0;
+    int e = proc_maps_read(pid, &maps);
+    if (e) {
+        snprintf(err, errlen, "read /proc/%d/maps: %s", (int)pid, strerror(-e));
+        return e;
+    }
+    uint64_t sig = signature_of(&maps);
+    struct mapping_ref *refs = calloc(HP_MAX_UNWIND_MAPPINGS, sizeof(*refs));
+    struct hp_unwind_proc *bp = calloc(1, sizeof(*bp));
+    struct unwind_process *np = calloc(1, sizeof(*np));
+    if (!refs || !bp || !np)
+        e = -ENOMEM;
+    else if (unchanged(m, pid, sig))
+        goto out;
+    size_t n = e ? 0 : read_mappings(m, pid, &maps, refs, &over);
+    n = get_files(m, refs, n);
+    if (e == 0) {
+        *np = (struct unwind_process){.pid = pid, .signature = sig};
+        pthread_mutex_lock(&m->lock);
+        e = give_mappings(m, pid, refs, n, np, bp);
+        if (e == -ENOSPC) /* np never went in: its references go */
+            for (size_t i = 0; i < n; i++)
+                put_file(m, refs[i].file);
+        else
+            np = NULL;
+        pthread_mutex_unlock(&m->lock);
+    }
+    if (e)
+        snprintf(err, errlen, "give pid %d its unwind tables: %s", (int)pid, strerror(-e));
+    else if (over) {
+        snprintf(err, errlen, "%zu executable mappings, tables for the first %d only: the rest "
+                 "are walked by frame pointers", n + over, HP_MAX_UNWIND_MAPPINGS);
+        e = -E2BIG;
+    }
+    if (e && e != -ESRCH) {
+        pthread_mutex_lock(&m->lock);
+        m->stats.update_errors++;
+        pthread_mutex_unlock(&m->lock);
+    }
 out:
     free(np);
     free(bp);
+    free(refs);
     proc_maps_free(&maps);
     return e;
 }

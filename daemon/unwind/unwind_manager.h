@@ -10,7 +10,11 @@
  * pointers (counted in /metrics); a process whose maps change (dlopen,
  * exec) is updated by unwind_manager_update() on the next scan.
  *
- * All functions take the manager's lock.
+ * Tables are built and their rows written without the manager's lock (a
+ * large library takes tens of milliseconds to build and hundreds to
+ * write): the lock guards the tables of files and processes only, so
+ * /metrics and other processes' updates go on meanwhile. An update that
+ * needs a file another update is building waits for it.
  */
 #ifndef HEAPPROF_UNWIND_MANAGER_H
 #define HEAPPROF_UNWIND_MANAGER_H
@@ -34,6 +38,7 @@ struct unwind_stats {
     uint64_t tables_built;       /* tables built from CFI */
     uint64_t build_failures;     /* files without usable CFI, or unreadable */
     uint64_t rows_full;          /* tables that did not fit the rows array */
+    uint64_t update_errors;      /* processes whose tables could not all be given (see update) */
     uint64_t build_ns;           /* total time spent building */
     size_t rows_used;            /* rows in use now */
     size_t files;                /* files with tables now */
@@ -41,15 +46,16 @@ struct unwind_stats {
 
 struct unwind_manager {
     pthread_mutex_t lock;
+    pthread_cond_t built; /* broadcast when a file's table is built (or given up) */
     struct bpf_state *bpf;
-    struct unwind_file *files[UNWIND_MAX_FILES];
-    struct unwind_process *procs[HP_MAX_TARGETS];
-    /* Free ranges of the rows array, sorted by start. */
+    struct unwind_file *files[UNWIND_MAX_FILES];   /* under lock */
+    struct unwind_process *procs[HP_MAX_TARGETS]; /* under lock */
+    /* Free ranges of the rows array, sorted by start; under lock. */
     struct row_range {
         uint32_t start, len;
     } *free_ranges;
     size_t nfree, free_cap;
-    struct unwind_stats stats;
+    struct unwind_stats stats; /* under lock */
 };
 
 int unwind_manager_init(struct unwind_manager *m, struct bpf_state *bpf);
@@ -58,9 +64,12 @@ void unwind_manager_destroy(struct unwind_manager *m);
 /*
  * Gives process `pid` tables for its executable mappings now, building
  * what is missing; does nothing if they have not changed since the last
- * call. Returns 0 or -errno (-ESRCH: the process is gone).
+ * call. Returns 0 or -errno with the reason in `err`: -ESRCH (the process
+ * is gone), -E2BIG (more executable mappings than HP_MAX_UNWIND_MAPPINGS:
+ * the first ones got their tables), -ENOMEM, or the error of the BPF map.
+ * A file without a usable table is not an error (see unwind_stats).
  */
-int unwind_manager_update(struct unwind_manager *m, pid_t pid);
+int unwind_manager_update(struct unwind_manager *m, pid_t pid, char *err, size_t errlen);
 
 /* Drops the process's tables (and frees files nobody maps any more). */
 void unwind_manager_forget(struct unwind_manager *m, pid_t pid);

@@ -22,6 +22,8 @@
 #include "unwind_table.h"
 
 #include "cfi_rules.h"
+#include "dw_cursor.h"
+#include "search.h"
 
 #include <dwarf.h>
 #include <elfutils/libdw.h>
@@ -101,75 +103,14 @@ static void *grow(void *v, size_t n, size_t *cap, size_t size)
     return nv;
 }
 
-/* Reads a DW_EH_PE_* encoded pointer at *p (< end); `field_vaddr` is where *p is loaded. */
-static bool read_encoded(const uint8_t **p, const uint8_t *end, uint8_t enc, uint64_t field_vaddr,
-                         uint64_t *out)
-{
-    const uint8_t *q = *p;
-    uint64_t v = 0;
-    unsigned n, shift;
-
-    switch (enc & 0x0f) {
-    case DW_EH_PE_absptr: /* 8 bytes: we only read ELFCLASS64 */
-    case DW_EH_PE_udata8:
-    case DW_EH_PE_sdata8:
-        n = 8;
-        break;
-    case DW_EH_PE_udata4:
-    case DW_EH_PE_sdata4:
-        n = 4;
-        break;
-    case DW_EH_PE_udata2:
-    case DW_EH_PE_sdata2:
-        n = 2;
-        break;
-    case DW_EH_PE_uleb128:
-    case DW_EH_PE_sleb128:
-        n = 0;
-        break;
-    default:
-        return false;
-    }
-    if (n) {
-        if ((size_t)(end - q) < n)
-            return false;
-        for (unsigned i = 0; i < n; i++)
-            v |= (uint64_t)q[i] << (8 * i);
-        q += n;
-        if ((enc & DW_EH_PE_signed) && n < 8 && (v >> (8 * n - 1)) & 1)
-            v |= ~(uint64_t)0 << (8 * n); /* sign-extend */
-    } else {
-        uint8_t b = 0x80;
-        for (shift = 0; q < end && (b & 0x80); shift += 7) {
-            b = *q++;
-            if (shift < 64)
-                v |= (uint64_t)(b & 0x7f) << shift;
-        }
-        if (b & 0x80)
-            return false; /* ran off the end */
-        if ((enc & 0x0f) == DW_EH_PE_sleb128 && shift < 64 && (b & 0x40))
-            v |= ~(uint64_t)0 << shift;
-    }
-    switch (enc & 0x70) {
-    case DW_EH_PE_absptr:
-        break;
-    case DW_EH_PE_pcrel:
-        v += field_vaddr; /* unsigned: wraps, and the result is range-checked later */
-        break;
-    default: /* textrel, datarel, funcrel, aligned: not used for x86_64 FDE addresses */
-        return false;
-    }
-    *p = q;
-    *out = v;
-    return true;
-}
-
 /* Parses a CIE's augmentation into `ce`; leaves it unusable if not understood. */
 static void parse_cie(const Dwarf_CIE *c, uint64_t off, struct cie_entry *ce)
 {
     const char *aug = c->augmentation;
-    const uint8_t *p = c->augmentation_data;
-    const uint8_t *end = p ? p + c->augmentation_data_size : NULL;
+    struct dw_cursor data = {.p = c->augmentation_data,
+                             .end = c->augmentation_data ? c->augmentation_data +
+                                                               c->augmentation_data_size
+                                                         : NULL};
 
     memset(ce, 0, sizeof(*ce));
     ce->off = off;
@@ -178,7 +119,6 @@ static void parse_cie(const Dwarf_CIE *c, uint64_t off, struct cie_entry *ce)
         return; /* "eh" and other old or unknown forms: their FDE layout is unknown */
     ce->sized_aug = aug[0] == 'z';
     for (const char *a = aug + (ce->sized_aug ? 1 : 0); *a; a++) {
-        uint64_t ignored;
         uint8_t enc;
         if (*a == 'S') {
             ce->cie.signal = true;
@@ -188,14 +128,16 @@ static void parse_cie(const Dwarf_CIE *c, uint64_t off, struct cie_entry *ce)
             continue; /* AArch64 BTI, no data */
         if (*a != 'R' && *a != 'L' && *a != 'P')
             break; /* unknown letter: 'z' says how much data to skip, so FDEs stay readable */
-        if (!p || p >= end)
-            return;
-        enc = *p++;
+        enc = dw_u8(&data);
         if (*a == 'R')
             ce->fde_enc = enc;
-        /* The personality pointer may be indirect or pc-relative; only its size matters. */
-        else if (*a == 'P' && ((enc & 0x70) == DW_EH_PE_aligned ||
-                               !read_encoded(&p, end, enc & 0x0f, 0, &ignored)))
+        /* The personality pointer may be indirect or pc-relative; only its
+         * size matters, which an aligned one does not say. */
+        else if (*a == 'P' && (enc & 0x70) == DW_EH_PE_aligned)
+            return;
+        else if (*a == 'P')
+            (void)dw_encoded(&data, enc & 0x0f, 0);
+        if (data.bad)
             return;
     }
     ce->cie.code_align = c->code_alignment_factor;
@@ -214,17 +156,24 @@ static bool in_exec_seg(const struct build *b, uint64_t lo, uint64_t hi)
     return false;
 }
 
+/* A CIE sought by its section offset. */
+struct cie_sought {
+    const struct build *b;
+    uint64_t off;
+};
+
+/* Whether CIE i lies before the offset sought. */
+static bool cie_before(const void *ctx, size_t i)
+{
+    const struct cie_sought *s = ctx;
+    return s->b->cies[i].off < s->off;
+}
+
 /* The index of the CIE at section offset `off` among cies[first, ncies), or SIZE_MAX. */
 static size_t find_cie(const struct build *b, size_t first, uint64_t off)
 {
-    size_t l = first, u = b->ncies;
-    while (l < u) {
-        size_t m = l + (u - l) / 2;
-        if (b->cies[m].off < off)
-            l = m + 1;
-        else
-            u = m;
-    }
+    struct cie_sought s = {b, off};
+    size_t l = search_partition(first, b->ncies, cie_before, &s);
     return l < b->ncies && b->cies[l].off == off ? l : SIZE_MAX;
 }
 
@@ -232,28 +181,22 @@ static size_t find_cie(const struct build *b, size_t first, uint64_t off)
 static bool decode_fde(const struct build *b, const struct cfi_section *s, size_t cie_first,
                        struct fde_entry *f)
 {
-    const uint8_t *p = f->ins;
-    uint64_t lo, len, alen;
+    struct dw_cursor c = {.p = f->ins, .end = f->end};
 
     f->cie = find_cie(b, cie_first, f->cie_off);
     if (f->cie == SIZE_MAX || !b->cies[f->cie].usable)
         return false;
     const struct cie_entry *ce = &b->cies[f->cie];
-    uint64_t field_vaddr = s->vaddr + (uint64_t)(p - (const uint8_t *)s->data->d_buf);
-    if (!read_encoded(&p, f->end, ce->fde_enc, field_vaddr, &lo) ||
-        !read_encoded(&p, f->end, ce->fde_enc & 0x0f, 0, &len))
-        return false;
-    if (ce->sized_aug) {
-        /* The augmentation length is a ULEB128; read_encoded reads one the same way. */
-        if (!read_encoded(&p, f->end, DW_EH_PE_uleb128, 0, &alen) || alen > (uint64_t)(f->end - p))
-            return false;
-        p += alen;
-    }
-    if (len == 0 || lo + len < lo || !in_exec_seg(b, lo, lo + len))
+    uint64_t field_vaddr = s->vaddr + (uint64_t)(c.p - (const uint8_t *)s->data->d_buf);
+    uint64_t lo = dw_encoded(&c, ce->fde_enc, field_vaddr);
+    uint64_t len = dw_encoded(&c, ce->fde_enc & 0x0f, 0);
+    if (ce->sized_aug)
+        (void)dw_block(&c, dw_uleb(&c)); /* the augmentation data, which we do not use */
+    if (c.bad || len == 0 || lo + len < lo || !in_exec_seg(b, lo, lo + len))
         return false;
     f->lo = lo;
     f->hi = lo + len;
-    f->ins = p;
+    f->ins = c.p;
     return true;
 }
 
@@ -550,19 +493,26 @@ out:
     return err;
 }
 
+/* A row sought by its pc. */
+struct row_sought {
+    const struct unwind_table *t;
+    uint32_t pc;
+};
+
+/* Whether row i starts at or below the pc sought. */
+static bool row_at_or_below(const void *ctx, size_t i)
+{
+    const struct row_sought *s = ctx;
+    return s->t->rows[i].pc <= s->pc;
+}
+
 const struct hp_unwind_row *unwind_table_find(const struct unwind_table *t, uint64_t vaddr)
 {
     if (!t || t->n == 0 || vaddr < t->base || vaddr - t->base > UINT32_MAX)
         return NULL;
-    uint32_t pc = (uint32_t)(vaddr - t->base);
-    size_t l = 0, u = t->n; /* the answer is the last row with row.pc <= pc */
-    while (l < u) {
-        size_t m = l + (u - l) / 2;
-        if (t->rows[m].pc <= pc)
-            l = m + 1;
-        else
-            u = m;
-    }
+    struct row_sought s = {t, (uint32_t)(vaddr - t->base)};
+    /* The answer is the last row with row.pc <= pc. */
+    size_t l = search_partition(0, t->n, row_at_or_below, &s);
     return l ? &t->rows[l - 1] : NULL;
 }
 

@@ -16,8 +16,8 @@ stripped static binaries.
 - musl, static and dynamic: no CFI for its start code and no frame
   pointers; complete stacks must be counted as complete, with exact totals.
 - busybox-static (stripped, static): 422 with a reason and a log line, not
-  404; a stripped static glibc program with a debug file of its build ID
-  is profiled from that file's symbols.
+  404; a stripped static glibc program (exact_static) with a debug file of
+  its build ID is profiled from that file's symbols, with exact totals.
 
 The fraction each runtime reaches is printed: the figures for docs and notes.
 """
@@ -301,25 +301,26 @@ def test_a_stripped_static_busybox_is_422_with_a_reason_and_a_log_line():
 
 
 def test_a_stripped_static_program_is_profiled_from_its_debug_file():
-    """static_alloc stripped, its symbols in /usr/lib/debug/.build-id/ of a
-    mount namespace of its own (so nothing is written to the host's)."""
-    built = os.path.join(h.WORKLOADS, "static_alloc")
+    """exact_static (exact.c, linked statically) stripped, its symbols in
+    /usr/lib/debug/.build-id/ of a mount namespace of its own (so nothing is
+    written to the host's): the same exact totals as from glibc's libc.so."""
+    built = os.path.join(h.WORKLOADS, "exact_static")
     h.check(os.access(built, os.X_OK), f"{built} is not built")
     h.check(shutil.which("unshare"), "unshare is missing (Debian package util-linux)")
     with tempfile.TemporaryDirectory(prefix="heapprof-debug-") as tmp:
-        stripped, debug = os.path.join(tmp, "static_alloc"), os.path.join(tmp, "static_alloc.debug")
+        stripped, debug = os.path.join(tmp, "exact_static"), os.path.join(tmp, "exact.debug")
         subprocess.run(["objcopy", "--only-keep-debug", built, debug], check=True)
         subprocess.run(["objcopy", "--strip-all", built, stripped], check=True)
         out = subprocess.run(["readelf", "-n", built], capture_output=True, text=True).stdout
         m = re.search(r"Build ID: ([0-9a-f]+)", out)
-        h.check(m is not None, f"static_alloc has no build ID:\n{out}")
+        h.check(m is not None, f"exact_static has no build ID:\n{out}")
         build_id = m.group(1)
         tree = os.path.join(tmp, "debug-root", ".build-id", build_id[:2])
         os.makedirs(tree)
         shutil.copy(debug, os.path.join(tree, build_id[2:] + ".debug"))
-        script = (f"mount --bind {tmp}/debug-root /usr/lib/debug && exec {stripped}")
+        script = f"mount --bind {tmp}/debug-root /usr/lib/debug && exec {stripped}"
         with h.Daemon("--sample-interval", "1") as d, h.Workload(
-                "static_alloc (stripped)",
+                "exact_static (stripped)",
                 command=["unshare", "--mount", "--propagation", "private", "sh", "-c",
                          script]) as w:
             d.profile(f"/debug/pprof/heap?pid={w.pid}")
@@ -328,8 +329,8 @@ def test_a_stripped_static_program_is_profiled_from_its_debug_file():
             w.finish()
             d.check_alive()
     totals = h.totals_by_leaf(h.decode(body).samples)
-    h.check_equal(totals.get("alloc_static"), [200, 100000, 200, 100000],
-                  f"alloc_static totals (all leaves: {totals})")
+    for leaf, want in h.EXACT_EXPECTED.items():
+        h.check_equal(totals.get(leaf), want, f"{leaf} totals (all leaves: {totals})")
 
 
 if __name__ == "__main__":

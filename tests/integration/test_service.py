@@ -5,9 +5,10 @@ were loaded once they are; a process that exits is detached within 3 s and
 its pid answers its last profile; a reused pid never shows its predecessor's allocations; exec
 attaches afresh (to another program, or to the same one: that relies on
 ASLR placing libc elsewhere); SIGHUP rereads the config; a restart keeps
-the in-use totals exact (pinned maps) and a daemon with another sample
-interval or on maps of another state version refuses them; /metrics is
-valid Prometheus text whose counters follow what happened.
+the in-use totals exact (pinned maps), a daemon with another sample
+interval refuses them while a process they hold runs and starts afresh
+once none does, and one on maps of another state version refuses them;
+/metrics is valid Prometheus text whose counters follow what happened.
 
 One daemon (--sample-interval 1, a config file with one rule of each kind)
 serves most tests; the restart test runs its own two. The rules name things
@@ -526,10 +527,13 @@ def exec_test(args, after_exec_expected):
         w.run()
         check_totals(totals(d, w.pid), BEFORE_EXEC, "before the exec")
         attached = metric(d, "heapprofd_attached_total")
+        reattached = metric(d, "heapprofd_reattached_total")
         w._send_line("")  # exec
         expect_ready_again(w)
-        took = wait_until(lambda: metric(d, "heapprofd_attached_total") >= attached + 1,
+        took = wait_until(lambda: metric(d, "heapprofd_reattached_total") >= reattached + 1,
                           ATTACH_TIMEOUT_S, f"pid {w.pid} attached again after its exec")
+        h.check(metric(d, "heapprofd_attached_total") >= attached + 1,
+                "heapprofd_attached_total counts the attach after the exec too")
         w.run()
         check_totals(totals(d, w.pid), after_exec_expected,
                      f"after the exec (attached again after {took:.2f} s)")
@@ -621,16 +625,18 @@ def test_metrics_are_prometheus_text_and_count_attaches_detaches_and_samples():
 
 # --- Restart --------------------------------------------------------------------
 
-def test_a_restart_keeps_in_use_totals_exact_and_another_interval_is_refused():
+def test_a_restart_keeps_in_use_totals_exact_and_another_interval_only_while_it_would_misread():
     """Daemon A profiles rounds.c's first round; A stops (SIGTERM), B starts
     on the same pin directory and adopts the process: B's totals are A's,
     and stay exact through two more rounds of frees (of blocks allocated
     under A) and allocations. The workload is idle while no daemon runs:
     what a process does between A's exit and B's attach is not seen (the
     probes are gone then). A second daemon on the pin directory while B runs
-    exits with 1; so, naming the pin directory, does one with another
-    --sample-interval on it once B is gone, and one on maps of another state
-    version (an upgrade that changed them)."""
+    exits with 1. Once B is gone, one with another --sample-interval exits
+    with 1 too, naming the pin directory and the process, while the process
+    runs (its counts would be misread); once it has exited, one starts
+    afresh on new maps, saying so in one line. One on maps of another state
+    version (an upgrade that changed them) exits with 1."""
     pin = f"/sys/fs/bpf/heapprofd-test-{os.getpid()}-{int(time.time() * 1000) % 100000}"
     try:
         with h.Workload("rounds") as w:
@@ -661,19 +667,32 @@ def test_a_restart_keeps_in_use_totals_exact_and_another_interval_is_refused():
                         f"{' '.join(cmd)} while daemon B runs on it: expected exit status 1 "
                         f"and the pin directory in use, got {r.returncode}; "
                         f"stderr:\n{r.stderr}")
+            # Pinned maps made with --sample-interval 1 that hold a running
+            # process: another interval is refused.
+            cmd = [h.HEAPPROFD, "--listen", f"127.0.0.1:{h.free_port()}", "--pin-dir", pin,
+                   "--sample-interval", "524288"]
+            r = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                               timeout=30)
+            h.check(r.returncode == 1, f"{' '.join(cmd)}: expected exit status 1, got "
+                                       f"{r.returncode}; stderr:\n{r.stderr}")
+            h.check(pin in r.stderr and "sample-interval" in r.stderr
+                    and f"pid {w.pid}" in r.stderr,
+                    f"the refusal should name the pin directory {pin}, the interval and pid "
+                    f"{w.pid}; stderr:\n{r.stderr}")
+            h.check("listening on" not in r.stderr,
+                    f"the refused daemon served anyway; stderr:\n{r.stderr}")
             w.finish()
-        # Pinned maps made with --sample-interval 1: another interval is refused.
-        cmd = [h.HEAPPROFD, "--listen", f"127.0.0.1:{h.free_port()}", "--pin-dir", pin,
-               "--sample-interval", "524288"]
-        r = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                           timeout=30)
-        h.check(r.returncode == 1, f"{' '.join(cmd)}: expected exit status 1, got "
-                                   f"{r.returncode}; stderr:\n{r.stderr}")
-        h.check(pin in r.stderr and "sample-interval" in r.stderr,
-                f"the refusal should name the pin directory {pin} and the interval; "
-                f"stderr:\n{r.stderr}")
-        h.check("listening on" not in r.stderr,
-                f"the refused daemon served anyway; stderr:\n{r.stderr}")
+        # The process has exited: nothing would be misread, so the maps go
+        # and the daemon starts afresh, saying so in one line.
+        with h.Daemon("--sample-interval", "524288", "--pin-dir", pin) as c:
+            said = [x for x in c.stderr().splitlines() if "starting afresh" in x]
+            h.check(len(said) == 1 and pin in said[0] and "sample-interval 1," in said[0],
+                    f"daemon C should say once that it starts afresh on {pin}, whose maps "
+                    f"were made with --sample-interval 1; stderr:\n{c.stderr()}")
+            with h.Workload("exact") as w:
+                c.profile(f"/debug/pprof/heap?pid={w.pid}")  # attaches, on the new maps
+                w.run()
+                w.finish()
         # Maps of another state version (as after an upgrade that changed
         # them): the meta map's version is made 999 with bpftool.
         meta = os.path.join(pin, "meta")
@@ -708,5 +727,5 @@ if __name__ == "__main__":
         test_exec_of_the_same_program_shows_only_the_new_image_s_allocations,
         test_sighup_with_a_new_comm_rule_attaches_a_running_process,
         test_metrics_are_prometheus_text_and_count_attaches_detaches_and_samples,
-        test_a_restart_keeps_in_use_totals_exact_and_another_interval_is_refused,
+        test_a_restart_keeps_in_use_totals_exact_and_another_interval_only_while_it_would_misread,
     ], around=service_daemon)

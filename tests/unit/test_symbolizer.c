@@ -2,8 +2,9 @@
  * test_symbolizer.c - the symbolizer against addr2line on programs built at
  * test time: every call site's inlined calls, names, files and lines; debug
  * files found by build ID (in a process root) and by .gnu_debuglink; names
- * from .dynsym alone and from MiniDebugInfo; and the bounds of the symbol
- * cache and of each file's memo of named addresses.
+ * from .dynsym alone and from MiniDebugInfo; the bounds of the symbol
+ * cache and of each file's memo of named addresses; and what the cache says
+ * of a file it cannot reach.
  */
 #include "check.h"
 #include "proc_maps.h"
@@ -17,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 /* Call sites checked per program at most (the programs have a few dozen). */
@@ -388,6 +390,44 @@ static void the_cache_shares_files_and_keeps_its_bounds(void)
     proc_maps_free(&maps);
 }
 
+/* The uid the reachability check drops to: nobody. */
+#define NOBODY 65534
+
+/*
+ * A mapping whose file cannot be reached gets the reason, not "not there":
+ * a path too long to put /proc/PID/root in front of, and (in a child that
+ * is nobody) a file in a directory only root may search, which this test
+ * made with mkdtemp. The mapping's range is not mapped, so its map_files
+ * link is not there either: that ENOENT says less, and is not the answer.
+ */
+static void the_cache_says_why_it_cannot_reach_a_file(void)
+{
+    static char path[PATH_MAX + 64];
+    struct proc_mapping m = {.start = 0x1000, .end = 0x2000, .inode = 1, .path = path};
+    struct symbol_cache c;
+    struct cached_elf *e;
+    symbol_cache_init(&c);
+    memset(path, 'a', sizeof(path) - 1);
+    path[0] = '/';
+    CHECK_INT_EQ(symbol_cache_get(&c, getpid(), &m, &e), -ENAMETOOLONG);
+
+    CHECK(geteuid() == 0); /* scripts/test.sh runs the tests as root */
+    snprintf(path, sizeof(path), "%s/prog", dir);
+    fflush(NULL);
+    pid_t child = fork();
+    if (child == 0) {
+        int err = -EPERM;
+        if (setgid(NOBODY) == 0 && setuid(NOBODY) == 0)
+            err = symbol_cache_get(&c, getpid(), &m, &e);
+        _exit(-err & 0xff); /* the errno, 0 if it was found */
+    }
+    int status = 0;
+    CHECK_INT_EQ(waitpid(child, &status, 0), child);
+    CHECK(WIFEXITED(status));
+    CHECK_INT_EQ(WEXITSTATUS(status), EACCES);
+    symbol_cache_destroy(&c);
+}
+
 static void the_memo_remembers_copies_within_its_bound(void)
 {
     struct symbol_memo *m = symbol_memo_new();
@@ -443,6 +483,8 @@ int main(void)
         RUN_TEST(inlined_lambdas_are_named_by_their_scopes);
     }
     RUN_TEST(the_cache_shares_files_and_keeps_its_bounds);
+    if (built)
+        RUN_TEST(the_cache_says_why_it_cannot_reach_a_file);
     RUN_TEST(the_memo_remembers_copies_within_its_bound);
     sh("rm -rf %s", dir);
     return check_exit_code();

@@ -1,0 +1,393 @@
+/*
+ * bpf_maps.c - reads and writes the maps of the loaded BPF object: the
+ * counts, live allocations and stacks behind a profile, the statistics,
+ * and what the daemon keeps there (targets to adopt, code ranges, unwind
+ * tables). See bpf_state.h; loading and pinning are in bpf_state.c.
+ *
+ * Hash maps are walked with BPF_MAP_GET_NEXT_KEY in walk_keys(), the one
+ * walk: when the key a walk stands on is deleted meanwhile (a free in the
+ * target, a process forgotten), the kernel goes on from the first key of
+ * that bucket's successor or restarts, so a walk may see a key twice or
+ * miss one that moved; callers read values at the moment of the walk and
+ * take the counts as a snapshot, not a transaction.
+ */
+#include "bpf_state.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+
+#include "heapprof.skel.h"
+
+/* The longest key of a map we walk (struct hp_live_key and friends are 16). */
+#define WALK_MAX_KEY 64
+
+/* Called with each key of a walk; nonzero stops the walk and is returned. */
+typedef int (*walk_fn)(int fd, const void *key, void *ctx);
+
+/* Calls fn(fd, key, ctx) for every key of hash map `fd`: 0, fn's nonzero
+ * result, or -errno if the map could not be walked. */
+static int walk_keys(int fd, size_t key_size, walk_fn fn, void *ctx)
+{
+    uint8_t cur[WALK_MAX_KEY], next[WALK_MAX_KEY];
+    void *prev = NULL;
+    int e;
+    if (key_size > sizeof(cur))
+        return -EINVAL;
+    while ((e = bpf_map_get_next_key(fd, prev, next)) == 0) {
+        memcpy(cur, next, key_size);
+        prev = cur;
+        if ((e = fn(fd, cur, ctx)) != 0)
+            return e;
+    }
+    return e == -ENOENT ? 0 : e; /* ENOENT: past the last key */
+}
+
+int bpf_state_persist_target(struct bpf_state *b, uint32_t slot, uint32_t pid,
+                             uint64_t start_time, uint32_t exe_ino)
+{
+    struct hp_persisted_target pt = {.pid = pid, .exe_ino = exe_ino, .start_time = start_time};
+    int fd = bpf_map__fd(b->skel->maps.persisted_targets);
+    return bpf_map_update_elem(fd, &slot, &pt, BPF_ANY) ? -errno : 0;
+}
+
+size_t bpf_state_persisted_targets(struct bpf_state *b, struct hp_persisted_target *out,
+                                   size_t cap)
+{
+    return bpf_persisted_targets_of(bpf_map__fd(b->skel->maps.persisted_targets), out, cap);
+}
+
+size_t bpf_persisted_targets_of(int fd, struct hp_persisted_target *out, size_t cap)
+{
+    size_t n = 0;
+    for (uint32_t i = 0; i < HP_MAX_TARGETS && n < cap; i++) {
+        struct hp_persisted_target pt;
+        if (bpf_map_lookup_elem(fd, &i, &pt) == 0 && pt.pid)
+            out[n++] = pt;
+    }
+    return n;
+}
+
+int bpf_state_set_image(struct bpf_state *b, uint32_t slot, const struct hp_image *img)
+{
+    int fd = bpf_map__fd(b->skel->maps.images);
+    return bpf_map_update_elem(fd, &slot, img, BPF_ANY) ? -errno : 0;
+}
+
+/* Rows written per batch syscall: bounds the key array we build. */
+#define ROW_BATCH 8192
+
+int bpf_state_write_unwind_rows(struct bpf_state *b, uint32_t first,
+                                const struct hp_unwind_row *rows, size_t n)
+{
+    int fd = bpf_map__fd(b->skel->maps.unwind_rows);
+    uint32_t *keys = malloc(ROW_BATCH * sizeof(*keys));
+    if (!keys)
+        return -ENOMEM;
+    int e = 0;
+    for (size_t done = 0; done < n && e == 0;) {
+        uint32_t count = (uint32_t)(n - done < ROW_BATCH ? n - done : ROW_BATCH);
+        for (uint32_t i = 0; i < count; i++)
+            keys[i] = first + (uint32_t)done + i;
+        LIBBPF_OPTS(bpf_map_batch_opts, opts);
+        if (bpf_map_update_batch(fd, keys, rows + done, &count, &opts) != 0)
+            e = -errno;
+        done += count;
+    }
+    free(keys);
+    return e;
+}
+
+int bpf_state_set_unwind_proc(struct bpf_state *b, uint32_t tgid,
+                              const struct hp_unwind_proc *proc)
+{
+    int fd = bpf_map__fd(b->skel->maps.unwind_procs);
+    return bpf_map_update_elem(fd, &tgid, proc, BPF_ANY) ? -errno : 0;
+}
+
+void bpf_state_delete_unwind_proc(struct bpf_state *b, uint32_t tgid)
+{
+    bpf_map_delete_elem(bpf_map__fd(b->skel->maps.unwind_procs), &tgid);
+}
+
+/* A growing array of stack counts, for the walks that collect them. */
+struct counts_vec {
+    struct stack_counts *v;
+    size_t len, cap;
+    uint32_t tgid;      /* the process whose entries are wanted */
+    uint64_t before_ns; /* live entries made before this only */
+};
+
+/* Appends `sc`; -ENOMEM. */
+static int push_counts(struct counts_vec *cv, struct stack_counts sc)
+{
+    if (cv->len == cv->cap) {
+        size_t ncap = cv->cap ? cv->cap * 2 : 64;
+        struct stack_counts *nv = realloc(cv->v, ncap * sizeof(*nv));
+        if (!nv)
+            return -ENOMEM;
+        cv->v = nv;
+        cv->cap = ncap;
+    }
+    cv->v[cv->len++] = sc;
+    return 0;
+}
+
+/* walk_fn of read_counts: the counts of the wanted process. */
+static int take_counts(int fd, const void *key, void *ctx)
+{
+    struct counts_vec *cv = ctx;
+    const struct hp_count_key *k = key;
+    struct stack_counts sc = {.stack_id = k->stack_id};
+    if (k->tgid != cv->tgid || bpf_map_lookup_elem(fd, k, &sc.counts) != 0)
+        return 0; /* another process's, or deleted meanwhile */
+    return push_counts(cv, sc);
+}
+
+int bpf_state_read_counts(struct bpf_state *b, uint32_t tgid, struct stack_counts **out, size_t *n)
+{
+    struct counts_vec cv = {.tgid = tgid};
+    int e = walk_keys(bpf_map__fd(b->skel->maps.counts), sizeof(struct hp_count_key), take_counts,
+                      &cv);
+    if (e) {
+        free(cv.v);
+        return e;
+    }
+    *out = cv.v;
+    *n = cv.len;
+    return 0;
+}
+
+int stack_counts_by_id(const void *a, const void *b)
+{
+    uint64_t x = ((const struct stack_counts *)a)->stack_id;
+    uint64_t y = ((const struct stack_counts *)b)->stack_id;
+    return x < y ? -1 : x > y;
+}
+
+/* walk_fn of read_live: one entry per live allocation of the wanted process. */
+static int take_live(int fd, const void *key, void *ctx)
+{
+    struct counts_vec *cv = ctx;
+    const struct hp_live_key *k = key;
+    struct hp_live l;
+    if (k->tgid != cv->tgid || bpf_map_lookup_elem(fd, k, &l) != 0 || l.time_ns >= cv->before_ns)
+        return 0;
+    struct stack_counts sc = {
+        .stack_id = l.stack_id,
+        .counts = {.alloc_objects = l.w_objects,
+                   .alloc_bytes = l.w_bytes,
+                   .inuse_objects = (int64_t)l.w_objects,
+                   .inuse_bytes = (int64_t)l.w_bytes},
+    };
+    return push_counts(cv, sc);
+}
+
+int bpf_state_read_live(struct bpf_state *b, uint32_t tgid, uint64_t before_ns,
+                        struct stack_counts **out, size_t *n)
+{
+    struct counts_vec cv = {.tgid = tgid, .before_ns = before_ns};
+    int e = walk_keys(bpf_map__fd(b->skel->maps.live), sizeof(struct hp_live_key), take_live, &cv);
+    if (e) {
+        free(cv.v);
+        return e;
+    }
+    /* Sorted and merged per stack. */
+    if (cv.len)
+        qsort(cv.v, cv.len, sizeof(*cv.v), stack_counts_by_id);
+    size_t m = 0;
+    for (size_t i = 0; i < cv.len; i++) {
+        struct stack_counts *last = m > 0 ? &cv.v[m - 1] : NULL;
+        if (last && last->stack_id == cv.v[i].stack_id) {
+            last->counts.alloc_objects += cv.v[i].counts.alloc_objects;
+            last->counts.alloc_bytes += cv.v[i].counts.alloc_bytes;
+            last->counts.inuse_objects += cv.v[i].counts.inuse_objects;
+            last->counts.inuse_bytes += cv.v[i].counts.inuse_bytes;
+        } else {
+            cv.v[m++] = cv.v[i];
+        }
+    }
+    *out = cv.v;
+    *n = m;
+    return 0;
+}
+
+/* What process_totals sums into. */
+struct totals {
+    const uint32_t *tgids;
+    size_t n;
+    struct hp_counts *out;
+};
+
+/* walk_fn of process_totals: adds one entry to its process's total. */
+static int add_to_total(int fd, const void *key, void *ctx)
+{
+    struct totals *t = ctx;
+    const struct hp_count_key *k = key;
+    for (size_t i = 0; i < t->n; i++) {
+        struct hp_counts c;
+        if (t->tgids[i] != k->tgid || bpf_map_lookup_elem(fd, k, &c) != 0)
+            continue;
+        t->out[i].alloc_objects += c.alloc_objects;
+        t->out[i].alloc_bytes += c.alloc_bytes;
+        t->out[i].inuse_objects += c.inuse_objects;
+        t->out[i].inuse_bytes += c.inuse_bytes;
+        break;
+    }
+    return 0;
+}
+
+int bpf_state_process_totals(struct bpf_state *b, const uint32_t *tgids, size_t n,
+                             struct hp_counts *out)
+{
+    struct totals t = {.tgids = tgids, .n = n, .out = out};
+    memset(out, 0, n * sizeof(*out));
+    return walk_keys(bpf_map__fd(b->skel->maps.counts), sizeof(struct hp_count_key), add_to_total,
+                     &t);
+}
+
+int bpf_state_read_stack(struct bpf_state *b, uint64_t id, struct hp_stack *st)
+{
+    int fd = bpf_map__fd(b->skel->maps.stacks);
+    if (bpf_map_lookup_elem(fd, &id, st) != 0)
+        return -ENOENT;
+    if (st->len > HP_MAX_FRAMES)
+        st->len = HP_MAX_FRAMES;
+    return 0;
+}
+
+int bpf_state_read_stats(struct bpf_state *b, uint64_t out[HP_STAT_COUNT])
+{
+    int fd = bpf_map__fd(b->skel->maps.stats);
+    int ncpu = libbpf_num_possible_cpus();
+    if (ncpu <= 0)
+        return ncpu < 0 ? ncpu : -EINVAL;
+    uint64_t *percpu = calloc((size_t)ncpu, sizeof(uint64_t));
+    if (!percpu)
+        return -ENOMEM;
+    int e = 0;
+    for (uint32_t i = 0; i < HP_STAT_COUNT && e == 0; i++) {
+        out[i] = 0;
+        if (bpf_map_lookup_elem(fd, &i, percpu) != 0) {
+            e = -errno; /* an array map has every index: this is not "empty" */
+            break;
+        }
+        for (int c = 0; c < ncpu; c++)
+            out[i] += percpu[c];
+    }
+    free(percpu);
+    return e;
+}
+
+/* walk_fn of map_fill: counts the keys. */
+static int count_key(int fd, const void *key, void *ctx)
+{
+    (void)fd, (void)key;
+    (*(size_t *)ctx)++;
+    return 0;
+}
+
+int bpf_state_map_fill(struct bpf_state *b, struct map_fill *f)
+{
+    memset(f, 0, sizeof(*f));
+    int e = walk_keys(bpf_map__fd(b->skel->maps.counts), sizeof(struct hp_count_key), count_key,
+                      &f->counts);
+    if (e == 0)
+        e = walk_keys(bpf_map__fd(b->skel->maps.live), sizeof(struct hp_live_key), count_key,
+                      &f->live);
+    if (e == 0)
+        e = walk_keys(bpf_map__fd(b->skel->maps.stacks), sizeof(uint64_t), count_key, &f->stacks);
+    if (e == 0)
+        e = walk_keys(bpf_map__fd(b->skel->maps.pending), sizeof(struct hp_pending_key),
+                      count_key, &f->pending);
+    return e;
+}
+
+/* The keys of one process, gathered by a walk before they are deleted
+ * (deleting while walking can restart the walk). */
+struct doomed_keys {
+    uint8_t *keys;
+    size_t n, cap, key_size;
+    uint32_t tgid;
+    bool tgid_in_high_half; /* pending: the leading u64 is pid_tgid, tgid in its upper half */
+};
+
+/* walk_fn of forget_process: keeps the process's keys. */
+static int gather_key(int fd, const void *key, void *ctx)
+{
+    (void)fd;
+    struct doomed_keys *d = ctx;
+    uint32_t owner;
+    if (d->tgid_in_high_half) {
+        uint64_t pid_tgid;
+        memcpy(&pid_tgid, key, sizeof(pid_tgid));
+        owner = (uint32_t)(pid_tgid >> 32);
+    } else {
+        memcpy(&owner, key, sizeof(owner));
+    }
+    if (owner != d->tgid)
+        return 0;
+    if (d->n == d->cap) {
+        size_t ncap = d->cap ? d->cap * 2 : 256;
+        uint8_t *nk = realloc(d->keys, ncap * d->key_size);
+        if (!nk)
+            return -ENOMEM;
+        d->keys = nk;
+        d->cap = ncap;
+    }
+    memcpy(d->keys + d->n * d->key_size, key, d->key_size);
+    d->n++;
+    return 0;
+}
+
+/* Deletes the keys of process `tgid` from hash map `fd`; -errno of the walk. */
+static int delete_process_keys(int fd, size_t key_size, uint32_t tgid, bool tgid_in_high_half)
+{
+    struct doomed_keys d = {
+        .key_size = key_size, .tgid = tgid, .tgid_in_high_half = tgid_in_high_half};
+    int e = walk_keys(fd, key_size, gather_key, &d);
+    /* What was gathered goes even if the walk stopped early. */
+    for (size_t i = 0; i < d.n; i++)
+        bpf_map_delete_elem(fd, d.keys + i * key_size);
+    free(d.keys);
+    return e;
+}
+
+int bpf_state_forget_process(struct bpf_state *b, uint32_t tgid)
+{
+    int e = delete_process_keys(bpf_map__fd(b->skel->maps.live), sizeof(struct hp_live_key),
+                                tgid, false);
+    int e2 = delete_process_keys(bpf_map__fd(b->skel->maps.counts), sizeof(struct hp_count_key),
+                                 tgid, false);
+    int e3 = delete_process_keys(bpf_map__fd(b->skel->maps.pending),
+                                 sizeof(struct hp_pending_key), tgid, true);
+    return e ? e : e2 ? e2 : e3;
+}
+
+const char *bpf_state_stat_name(enum hp_stat s)
+{
+    static const char *const names[HP_STAT_COUNT] = {
+        [HP_STAT_SAMPLES] = "samples",
+        [HP_STAT_FREES_MATCHED] = "frees_matched",
+        [HP_STAT_NESTED] = "nested_calls",
+        [HP_STAT_STACK_COLLISION] = "stack_hash_collisions",
+        [HP_STAT_STACK_DROPPED] = "samples_dropped_stack_map_full",
+        [HP_STAT_COUNTS_FULL] = "samples_dropped_counts_map_full",
+        [HP_STAT_LIVE_FULL] = "allocations_untracked_live_map_full",
+        [HP_STAT_PENDING_FULL] = "samples_dropped_pending_map_full",
+        [HP_STAT_STACK_TRUNCATED] = "stacks_truncated",
+        [HP_STAT_STACK_READ_ERROR] = "stack_read_errors",
+        [HP_STAT_UNWIND_FP_FRAMES] = "unwind_frames_by_frame_pointer",
+        [HP_STAT_UNWIND_BAD_FP] = "unwind_stopped_bad_frame_pointer",
+        [HP_STAT_UNWIND_UNSUPPORTED] = "unwind_stopped_unsupported_cfi",
+        [HP_STAT_UNWIND_BAD_FRAME] = "unwind_stopped_bad_frame",
+        [HP_STAT_UNWIND_CFI_STACKS] = "unwind_stacks_with_tables",
+        [HP_STAT_UNWIND_COMPLETE] = "unwind_stacks_complete",
+        [HP_STAT_UNWIND_NOT_CODE] = "unwind_stopped_return_outside_code",
+        [HP_STAT_UNWIND_MM_BUSY] = "unwind_stopped_mm_busy",
+    };
+    return (unsigned)s < HP_STAT_COUNT ? names[s] : "unknown";
+}
