@@ -57,8 +57,15 @@ def reaching_fraction(samples, roots=ROOTS):
 
 
 def unwind_metrics(d):
-    """The heapprofd_unwind_* counters of /metrics: {name without heapprofd_: value}."""
-    return {k[len("heapprofd_"):]: v for k, v in h.metrics(d, "heapprofd_unwind_").items()}
+    """The counters of /metrics, {name without heapprofd_: value}, after
+    checking that every stack walked is counted once by how it ended."""
+    values = {k[len("heapprofd_"):]: v for k, v in h.metrics(d).items()}
+    ends = ["unwind_stacks_complete_total", "stacks_truncated_total", "stack_read_errors_total"]
+    ends += [k for k in values if k.startswith("unwind_stopped_")]
+    counted = ", ".join(f"{k}={values.get(k, 0):g}" for k in ends)
+    h.check_equal(sum(values.get(k, 0) for k in ends), values["unwind_stacks_with_tables_total"],
+                  f"stacks counted by how they ended ({counted}) against stacks walked")
+    return values
 
 
 def run_profiled(name, command, interval, after_done=None, env=None):
