@@ -19,6 +19,8 @@ static int cgroup_under(const char *cgroup_path, const char *rule)
     size_t n = strlen(rule);
     while (n > 1 && rule[n - 1] == '/')
         n--;
+    if (n == 1 && rule[0] == '/')
+        return 1; /* the root holds every process */
     return strncmp(cgroup_path, rule, n) == 0 && (cgroup_path[n] == '\0' || cgroup_path[n] == '/');
 }
 

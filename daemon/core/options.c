@@ -82,8 +82,10 @@ static int set_listen(struct options *o, const char *v)
 /* Appends a copy of `v` to a rule list. */
 static int add_rule(char **list, size_t *n, const char *v)
 {
-    if (*n == TARGET_RULES_MAX || !*v)
+    if (!*v)
         return -EINVAL;
+    if (*n == TARGET_RULES_MAX)
+        return -ENOSPC;
     list[*n] = strdup(v);
     if (!list[*n])
         return -ENOMEM;
@@ -143,8 +145,10 @@ static int set_option(struct options *o, const char *name, const char *v)
         return 0;
     }
     if (strcmp(name, "pid") == 0) {
-        if (parse_u64(v, 1, HP_MAX_PID, &n) != 0 || o->npids == HP_MAX_TARGETS)
+        if (parse_u64(v, 1, HP_MAX_PID, &n) != 0)
             return -EINVAL;
+        if (o->npids == HP_MAX_TARGETS)
+            return -ENOSPC;
         o->pids[o->npids++] = (pid_t)n;
         return 0;
     }
@@ -201,10 +205,17 @@ static int set_option(struct options *o, const char *name, const char *v)
     return -ENOENT;
 }
 
-/* The error message for a bad value of option `name`. */
+/* The error message for value `v` of option `name`, which set_option
+ * refused with `e`: -ENOSPC when the list it adds to is full (the value may
+ * be fine), else a bad value. */
 static void bad_value(char *err, size_t errlen, const char *where, const char *name,
-                      const char *v)
+                      const char *v, int e)
 {
+    if (e == -ENOSPC) {
+        snprintf(err, errlen, "%s%s: too many given, '%.64s' does not fit (at most %d)", where,
+                 name, v, strcmp(name, "pid") == 0 ? HP_MAX_TARGETS : TARGET_RULES_MAX);
+        return;
+    }
     const char *wants = "a valid value";
     for (size_t i = 0; i < sizeof(option_help) / sizeof(option_help[0]); i++)
         if (strcmp(option_help[i].name, name) == 0)
@@ -261,7 +272,7 @@ static int read_config(struct options *o, const char *path, char *err, size_t er
             snprintf(err, errlen, "%sunknown setting '%.64s'", where, name);
             e = -EINVAL;
         } else if (r) {
-            bad_value(err, errlen, where, name, value);
+            bad_value(err, errlen, where, name, value, r);
             e = -EINVAL;
         }
     }
@@ -321,16 +332,18 @@ int options_parse(int argc, char **argv, struct options *o, char *err, size_t er
             }
             const char *name = longopts[idx].name;
             if (pass == 0) {
-                if (strcmp(name, "config") == 0 && set_option(o, name, optarg) != 0) {
-                    bad_value(err, errlen, "--", name, optarg);
+                int r = strcmp(name, "config") == 0 ? set_option(o, name, optarg) : 0;
+                if (r) {
+                    bad_value(err, errlen, "--", name, optarg, r);
                     return -EINVAL;
                 }
                 continue;
             }
             /* A flag without a value (--allow-remote) means yes. */
             const char *value = optarg ? optarg : "yes";
-            if (strcmp(name, "config") != 0 && set_option(o, name, value) != 0) {
-                bad_value(err, errlen, "--", name, value);
+            int r = strcmp(name, "config") != 0 ? set_option(o, name, value) : 0;
+            if (r) {
+                bad_value(err, errlen, "--", name, value, r);
                 return -EINVAL;
             }
         }

@@ -90,7 +90,7 @@ void unwind_manager_destroy(struct unwind_manager *m)
 }
 
 /* Takes `n` rows from the free ranges (first fit); -ENOSPC if none is big enough. */
-static int rows_alloc(struct unwind_manager *m, uint32_t n, uint32_t *first)
+int unwind_manager_rows_alloc(struct unwind_manager *m, uint32_t n, uint32_t *first)
 {
     for (size_t i = 0; i < m->nfree; i++) {
         struct row_range *r = &m->free_ranges[i];
@@ -110,7 +110,7 @@ static int rows_alloc(struct unwind_manager *m, uint32_t n, uint32_t *first)
 }
 
 /* Gives rows back, merging with the neighbouring free ranges. */
-static void rows_free(struct unwind_manager *m, uint32_t first, uint32_t n)
+void unwind_manager_rows_free(struct unwind_manager *m, uint32_t first, uint32_t n)
 {
     size_t i = 0;
     while (i < m->nfree && m->free_ranges[i].start < first)
@@ -184,7 +184,7 @@ static void put_file(struct unwind_manager *m, struct unwind_file *f)
         }
     }
     if (f->state == FILE_READY)
-        rows_free(m, f->first_row, f->nrows);
+        unwind_manager_rows_free(m, f->first_row, f->nrows);
     m->stats.files--;
     free(f);
 }
@@ -202,7 +202,8 @@ static void build_file(struct unwind_manager *m, struct unwind_file *f, const ch
     pthread_mutex_lock(&m->lock);
     m->stats.build_ns += took;
     m->stats.build_failures += e != 0;
-    if (e == 0 && (t.n == 0 || t.n > UINT32_MAX || rows_alloc(m, (uint32_t)t.n, &first) != 0)) {
+    if (e == 0 &&
+        (t.n == 0 || t.n > UINT32_MAX || unwind_manager_rows_alloc(m, (uint32_t)t.n, &first) != 0)) {
         m->stats.rows_full += t.n != 0;
         e = -ENOSPC;
     }
@@ -211,7 +212,7 @@ static void build_file(struct unwind_manager *m, struct unwind_file *f, const ch
     int written = e == 0 ? bpf_state_write_unwind_rows(m->bpf, first, t.rows, t.n) : e;
     pthread_mutex_lock(&m->lock);
     if (e == 0 && written != 0) {
-        rows_free(m, first, (uint32_t)t.n);
+        unwind_manager_rows_free(m, first, (uint32_t)t.n);
         m->stats.build_failures++;
     }
     if (written == 0) {

@@ -77,4 +77,15 @@ void unwind_manager_forget(struct unwind_manager *m, pid_t pid);
 /* A copy of the counters. */
 void unwind_manager_stats(struct unwind_manager *m, struct unwind_stats *out);
 
+/*
+ * The allocator of the shared rows array, which the functions above use
+ * (exported for tests/unit/test_unwind_manager.c); the caller holds m->lock.
+ * unwind_manager_rows_alloc() takes `n` consecutive rows, the first free
+ * range that fits: 0 and the first row in *first, or -ENOSPC.
+ * unwind_manager_rows_free() gives them back, merged with the free ranges
+ * beside them.
+ */
+int unwind_manager_rows_alloc(struct unwind_manager *m, uint32_t n, uint32_t *first);
+void unwind_manager_rows_free(struct unwind_manager *m, uint32_t first, uint32_t n);
+
 #endif

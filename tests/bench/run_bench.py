@@ -62,7 +62,10 @@ a run is a little dearer than without.
 
 --quick runs tiny counts, 1 thread, once, and only checks that every
 configuration (the sampled ones included) produced its numbers; it is the
-bench.smoke test and asserts no timing. Python 3 standard library only.
+bench.smoke test and asserts no timing. A heapprofd that ends during a
+--quick run fails it, whatever the cause; in a full run one stopped from
+outside (SIGTERM: it exits 0) is restarted and the run repeated, one that
+crashed fails it. Python 3 standard library only.
 """
 
 import argparse
@@ -289,9 +292,9 @@ class Daemon:
         except urllib.error.HTTPError as e:
             raise BenchError(f"GET {url}: {e.code} {e.read().decode(errors='replace').strip()}")
         except OSError as e:
-            raise BenchError(f"GET {url}: {e}{self._state()}")
+            raise BenchError(f"GET {url}: {e}{self.state()}")
 
-    def _state(self):
+    def state(self):
         """For an error message: the daemon's exit status and last log lines, if it ended."""
         code = self.proc.poll()
         if code is None:
@@ -401,9 +404,18 @@ def run_once(args, config, threads, iterations, daemon=None, timing=None, stats=
                 stop(probes)
 
 
+def stopped_on_request(daemon):
+    """True if the daemon ended as asked to (SIGTERM or SIGINT from outside:
+    it logs 'heapprofd: stopping' and exits 0), not by a crash."""
+    return daemon.proc.poll() == 0 and any(line.startswith("heapprofd: stopping")
+                                           for line in daemon.lines)
+
+
 def run_retrying(args, config, threads, iterations, daemons, timings, stats, info):
-    """run_once, but a daemon that ended under us (something outside sent it
-    SIGTERM: seen on shared machines) is restarted and the run repeated, twice at most."""
+    """run_once, but in a full run a daemon that something outside stopped
+    (SIGTERM, seen on shared machines) is restarted and the run repeated,
+    twice at most. A daemon that crashed, or any that ended during --quick
+    (the bench.smoke test), is a failure: restarting would hide the crash."""
     key = CONFIGS[config][1]
     for attempt in range(3):
         try:
@@ -411,12 +423,21 @@ def run_retrying(args, config, threads, iterations, daemons, timings, stats, inf
                             timings.get(key), stats, info)
         except BenchError as e:
             d = daemons.get(key)
-            if d is None or d.proc.poll() is None or attempt == 2:
+            if d is None or d.proc.poll() is None:
                 raise
-            print(f"bench: heapprofd ({key}) ended during a run ({str(e).splitlines()[0]}); "
+            if args.quick or not stopped_on_request(d) or attempt == 2:
+                raise BenchError(str(e) if d.state() in str(e) else f"{e}{d.state()}") from None
+            print(f"bench: heapprofd ({key}) was stopped during a run ({str(e).splitlines()[0]}); "
                   f"restarting it and repeating the run", file=sys.stderr)
             daemons[key] = Daemon(args.heapprofd, DAEMONS[key])
     raise AssertionError("not reached")
+
+
+def check_daemons_alive(daemons):
+    """BenchError if a daemon ended during the run (after its last use too)."""
+    for key, d in daemons.items():
+        if d.proc.poll() is not None:
+            raise BenchError(f"heapprofd ({key}) ended before the end of the run{d.state()}")
 
 
 def fmt_ratio(x):
@@ -567,6 +588,7 @@ def main():
                     if args.verbose:
                         print(f"run {rep + 1}/{args.repeats} {config} threads={threads}: "
                               f"{v:.1f} ns/pair", file=sys.stderr)
+        check_daemons_alive(daemons)
     finally:
         for d in daemons.values():
             d.close()

@@ -57,7 +57,7 @@ def main():
                 t0 = time.monotonic()
                 body = d.profile(f"/debug/pprof/heap?pid={pid}")
                 times.append(time.monotonic() - t0)
-            locations = h.pprof(body, "-raw").split("\nLocations\n")[1].split("\nMappings")[0]
+            locations = len(h.decode(body).locations)
             with open(f"/proc/{d.proc.pid}/status") as f:
                 rss = next(ln.split()[1] for ln in f if ln.startswith("VmRSS"))
         finally:
@@ -65,7 +65,7 @@ def main():
             target.wait()
     print(f"cold scrape {times[0] * 1000:.1f} ms, warm scrape (median of {args.scrapes}) "
           f"{statistics.median(times[1:]) * 1000:.1f} ms, "
-          f"{sum(1 for ln in locations.splitlines() if ': 0x' in ln)} locations, "
+          f"{locations} locations, "
           f"daemon RSS {int(rss) // 1024} MiB")
 
 

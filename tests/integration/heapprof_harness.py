@@ -1,6 +1,8 @@
 """Helpers for the integration tests: run heapprofd and the test workloads,
-fetch its HTTP endpoints, decode profiles with `go tool pprof`, and a small
-runner that reports `N passed, N failed`.
+fetch its HTTP endpoints, and a small runner that reports `N passed, N
+failed`. The tests reach everything through this module; beside it,
+harness_checks.py (assertions, waits with a deadline), pprof_raw.py
+(profiles read by `go tool pprof`) and prometheus_text.py (/metrics).
 
 Environment (set by tests/integration/CMakeLists.txt):
   HEAPPROFD  path of the heapprofd binary
@@ -18,12 +20,20 @@ import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import traceback
 import urllib.error
 import urllib.request
+
+# The parts of the harness in modules of their own, which the tests reach
+# through this one (h.check, h.decode, h.parse_metrics, ...).
+from harness_checks import (POLL_S, Failure, check, check_equal,  # noqa: F401
+                            check_throughout, wait_until)
+from pprof_raw import (SAMPLE_TYPES, Line, Location, Mapping, Profile, Sample,  # noqa: F401
+                       check_heap_shape, decode, describe, parse_raw, pprof, totals_by_leaf,
+                       traces)
+from prometheus_text import Metrics, parse_metrics  # noqa: F401
 
 HEAPPROFD = os.environ.get("HEAPPROFD", "")
 WORKLOADS = os.environ.get("WORKLOADS", "")
@@ -38,14 +48,9 @@ LISTEN_TIMEOUT_S = 10.0
 REQUEST_TIMEOUT_S = 60.0
 # How long a workload may take to print "ready"; "done" has its own timeout.
 READY_TIMEOUT_S = 10.0
-
-# The sample types every profile carries, in this order (docs: HTTP API).
-SAMPLE_TYPES = [
-    ("alloc_objects", "count"),
-    ("alloc_space", "bytes"),
-    ("inuse_objects", "count"),
-    ("inuse_space", "bytes"),
-]
+# How long the daemon may take to detach an exited process: it scans /proc
+# every second.
+DETACH_TIMEOUT_S = 3.0
 
 # Where libjemalloc2 installs jemalloc on Debian.
 JEMALLOC = "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2"
@@ -53,22 +58,6 @@ JEMALLOC = "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2"
 # Lines that start a sanitizer report on stderr: ASan and LSan errors, and
 # UBSan's "file:line:col: runtime error: ..." (fatal: -fno-sanitize-recover).
 SANITIZER_MARKERS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", ": runtime error: ")
-
-
-class Failure(AssertionError):
-    """A test failure whose message says what was expected and what came."""
-
-
-def check(condition, message):
-    """Fails with message unless condition holds."""
-    if not condition:
-        raise Failure(message)
-
-
-def check_equal(actual, expected, what):
-    """Fails unless actual == expected, printing both."""
-    if actual != expected:
-        raise Failure(f"{what}: expected {expected!r}, got {actual!r}")
 
 
 def free_port():
@@ -283,17 +272,67 @@ class Daemon:
                              f"heapprofd stderr:\n{self.stderr()}")
         return body
 
+    def metrics(self):
+        """GETs /metrics; fails unless it is 200 text/plain in the Prometheus
+        text format (parse_metrics); returns it as Metrics."""
+        r = self.request("/metrics")
+        check_equal(r.status, 200, "GET /metrics: status")
+        check(r.headers.get("content-type", "").startswith("text/plain"),
+              f"GET /metrics: content type {r.headers.get('content-type')!r}, "
+              f"expected text/plain")
+        return parse_metrics(r.text())
 
-def metrics(daemon, prefix="heapprofd_"):
-    """The /metrics values whose names start with prefix: {name: value}."""
-    status, body = daemon.get("/metrics")
-    check(status == 200, f"GET /metrics: status {status}")
-    out = {}
-    for line in body.decode("utf-8", "replace").splitlines():
-        if line.startswith(prefix):
-            name, _, value = line.rpartition(" ")
-            out[name] = float(value)
-    return out
+    def metric(self, name):
+        """The value of one metric without labels; fails if there is none."""
+        m = self.metrics()
+        check(name in m, f"/metrics has no {name}: {sorted(m)}")
+        return m[name]
+
+    def profiled_pids(self):
+        """The pids the index (/debug/pprof/) lists as profiled."""
+        r = self.request("/debug/pprof/")
+        check_equal(r.status, 200, "GET /debug/pprof/: status")
+        return {int(p) for p in re.findall(r"heap\?pid=(\d+)", r.text())}
+
+    def wait_until(self, condition, timeout, what):
+        """wait_until(), with the daemon's stderr in the failure."""
+        try:
+            return wait_until(condition, timeout, what)
+        except Failure as e:
+            raise Failure(f"{e}; heapprofd stderr:\n{self.stderr()}") from None
+
+    def settled(self):
+        """True once every detach under way is done and counted: a process
+        leaves the index (and heapprofd_targets) when its detach starts; its
+        last profile is kept, and heapprofd_detached_total counts it, once
+        its probes are gone."""
+        m = self.metrics()
+        return (m["heapprofd_attached_total"] - m["heapprofd_detached_total"]
+                == m["heapprofd_targets"])
+
+    def wait_detached(self, pid, what, timeout=DETACH_TIMEOUT_S):
+        """Waits until the index no longer lists pid and its detach is done
+        (settled()); returns the seconds that took."""
+        return self.wait_until(lambda: pid not in self.profiled_pids() and self.settled(),
+                               timeout, f"{what}: pid {pid} detached")
+
+
+def check_refuses(args, what, names=(), not_names=()):
+    """Runs heapprofd with args (on a free port unless they give --listen,
+    with --pin-dir none unless they give one) and fails unless it exits
+    with status 1 without serving, its stderr holding each of `names` and
+    none of `not_names`; returns that stderr."""
+    _check_environment()
+    cmd = [HEAPPROFD] + ([] if "--listen" in args else ["--listen", f"127.0.0.1:{free_port()}"])
+    cmd += list(args) + ([] if "--pin-dir" in args else ["--pin-dir", "none"])
+    r = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=30)
+    missing = [n for n in names if n not in r.stderr]
+    present = [n for n in not_names if n in r.stderr]
+    check(r.returncode == 1 and not missing and not present and "listening on" not in r.stderr,
+          f"{what}: {' '.join(cmd)}: expected exit status 1 without serving, naming "
+          f"{list(names)} and not {list(not_names)}; got status {r.returncode}, not naming "
+          f"{missing}, naming {present}; stderr:\n{r.stderr}")
+    return r.stderr
 
 
 # Totals per leaf function of tests/workloads/exact.c at --sample-interval 1
@@ -423,180 +462,6 @@ def nonexistent_pid():
         if not os.path.exists(f"/proc/{pid}"):
             return pid
     raise Failure("no free pid found")
-
-
-# --- Decoding profiles with go tool pprof ------------------------------------
-
-class Sample:
-    """One sample: its 4 values (in SAMPLE_TYPES order) and frames, leaf first."""
-
-    def __init__(self, values, frames):
-        self.values = values
-        self.frames = frames
-
-    def leaf(self):
-        """The leaf function name, or '<empty stack>'."""
-        return self.frames[0] if self.frames else "<empty stack>"
-
-    def __repr__(self):
-        return f"Sample({self.values}, {' <- '.join(self.frames)})"
-
-
-class Profile:
-    """A profile as `go tool pprof -raw` shows it."""
-
-    def __init__(self, raw):
-        self.raw = raw
-        self.period_type = None   # (type, unit)
-        self.period = None
-        self.sample_types = []    # [(type, unit)]
-        self.default_type = None  # the type marked [dflt], if any
-        self.samples = []
-        self.duration = None      # the Duration: text, if any
-
-
-def _go_env(tmp):
-    """The environment for `go tool pprof`: HOME and temp directories in tmp."""
-    env = dict(os.environ)
-    env.update({"HOME": tmp, "PPROF_TMPDIR": tmp, "GOCACHE": os.path.join(tmp, "gocache"),
-                "PPROF_BINARY_PATH": os.path.join(tmp, "no-binaries")})
-    return env
-
-
-def pprof(profile_bytes, *flags):
-    """Runs `go tool pprof -symbolize=none FLAGS <profile>`; returns its stdout.
-
-    -symbolize=none keeps pprof from symbolizing on its own, so the names
-    checked are the ones heapprofd wrote. Fails with stderr if pprof fails.
-    """
-    check(profile_bytes[:2] == b"\x1f\x8b",
-          f"profile is not gzip (first bytes {profile_bytes[:16]!r})")
-    with tempfile.TemporaryDirectory(prefix="heapprof-pprof-") as tmp:
-        path = os.path.join(tmp, "profile.pb.gz")
-        with open(path, "wb") as f:
-            f.write(profile_bytes)
-        cmd = ["go", "tool", "pprof", "-symbolize=none"] + list(flags) + [path]
-        try:
-            r = subprocess.run(cmd, env=_go_env(tmp), capture_output=True, timeout=60)
-        except FileNotFoundError:
-            raise Failure("`go` is not installed (Debian: golang-go); "
-                          "it is needed for `go tool pprof`") from None
-        check(r.returncode == 0,
-              f"{' '.join(cmd[:-1])} failed with status {r.returncode}: "
-              f"{r.stderr.decode('utf-8', 'replace')}")
-        return r.stdout.decode("utf-8", "replace")
-
-
-_SAMPLE_RE = re.compile(r"^\s*(-?\d+(?:\s+-?\d+)*):((?:\s+\d+)*)\s*$")
-_LOCATION_RE = re.compile(r"^\s*(\d+): (0x[0-9a-fA-F]+) (?:M=\d+ )?(?:\[F\] )?(.*)$")
-_CONTINUATION = " " * 13  # how pprof indents a location's inlined lines
-_LINE_RE = re.compile(r"^(.*) (\S*):(-?\d+) s=(-?\d+)(?:\(.*\))?$")
-
-
-def _function_name(line_text, address):
-    """The function name of one location line ('name file:line s=N' or '??')."""
-    m = _LINE_RE.match(line_text)
-    if m:
-        return m.group(1)
-    return line_text.strip() or address
-
-
-def parse_raw(raw):
-    """Parses `go tool pprof -raw` output (Profile.String() of the pprof
-    package) into a Profile."""
-    p = Profile(raw)
-    lines = raw.splitlines()
-    section = "header"
-    sample_refs = []      # (values, [location ids])
-    locations = {}        # id -> [function names, innermost first]
-    last_loc = None
-    for line in lines:
-        if section == "header":
-            if line.startswith("PeriodType: "):
-                p.period_type = tuple(line.split()[1:3])
-            elif line.startswith("Period: "):
-                p.period = int(line.split()[1])
-            elif line.startswith("Duration: "):
-                p.duration = line.split(" ", 1)[1]
-            elif line == "Samples:":
-                section = "sample_types"
-        elif section == "sample_types":
-            for token in line.split():
-                dflt = token.endswith("[dflt]")
-                token = token[: -len("[dflt]")] if dflt else token
-                typ, _, unit = token.partition("/")
-                p.sample_types.append((typ, unit))
-                if dflt:
-                    p.default_type = typ
-            section = "samples"
-        elif section == "samples":
-            if line == "Locations":
-                section = "locations"
-                continue
-            m = _SAMPLE_RE.match(line)
-            if m:  # other lines in this section are labels
-                values = [int(v) for v in m.group(1).split()]
-                ids = [int(i) for i in m.group(2).split()]
-                sample_refs.append((values, ids))
-        elif section == "locations":
-            if line == "Mappings":
-                section = "mappings"
-                continue
-            if line.startswith(_CONTINUATION) and last_loc is not None \
-                    and not _LOCATION_RE.match(line):
-                locations[last_loc].append(_function_name(line.strip(), "??"))
-                continue
-            m = _LOCATION_RE.match(line)
-            check(m is not None, f"unparsed location line in pprof -raw output: {line!r}")
-            last_loc = int(m.group(1))
-            rest = m.group(3).strip()
-            locations[last_loc] = [_function_name(rest, m.group(2))] if rest else [m.group(2)]
-    check(section == "mappings", f"pprof -raw output ended in section {section!r}:\n{raw}")
-    for values, ids in sample_refs:
-        frames = []
-        for i in ids:
-            check(i in locations, f"sample refers to location {i}, which -raw does not list")
-            frames.extend(locations[i])
-        p.samples.append(Sample(values, frames))
-    return p
-
-
-def decode(profile_bytes):
-    """Decodes a gzipped profile.proto with `go tool pprof -raw` into a Profile
-    (samples with 4 values and frames, leaf first)."""
-    return parse_raw(pprof(profile_bytes, "-raw"))
-
-
-def check_heap_shape(profile, period, what):
-    """Fails unless the profile has our sample types, period type and period."""
-    check_equal(profile.sample_types, SAMPLE_TYPES, f"{what}: sample types")
-    check_equal(profile.period_type, ("space", "bytes"), f"{what}: period type")
-    check_equal(profile.period, period, f"{what}: period")
-    for s in profile.samples:
-        check(len(s.values) == 4, f"{what}: sample with {len(s.values)} values: {s}")
-
-
-def totals_by_leaf(samples):
-    """Sums the values of samples per leaf function: {leaf: [4 values]}."""
-    totals = {}
-    for s in samples:
-        t = totals.setdefault(s.leaf(), [0, 0, 0, 0])
-        for i, v in enumerate(s.values):
-            t[i] += v
-    return totals
-
-
-def traces(profile_bytes, *flags):
-    """The output of `go tool pprof -traces` on a profile."""
-    return pprof(profile_bytes, "-traces", *flags)
-
-
-def describe(samples, limit=40):
-    """A few samples, one a line, for failure messages."""
-    out = [repr(s) for s in samples[:limit]]
-    if len(samples) > limit:
-        out.append(f"... and {len(samples) - limit} more")
-    return "\n".join(out)
 
 
 # --- Runner ------------------------------------------------------------------

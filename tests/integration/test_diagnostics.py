@@ -30,28 +30,12 @@ import heapprof_harness as h
 # How long a rule match, an attach or a log line may take to show: the
 # daemon scans every second.
 SCAN_TIMEOUT_S = 3.0
+# How often the daemon scans /proc.
+SCAN_S = 1.0
 # How long a started daemon may take to log what a test waits for.
 START_TIMEOUT_S = 10.0
 # A short tag for this run's names (comm names keep 15 characters).
 TAG = str(os.getpid() % 100000)
-
-
-def metric_value(d, name):
-    """The value of the unlabelled sample `name` in d's /metrics, or None
-    (the format itself is checked by test_service.py)."""
-    r = d.request("/metrics")
-    h.check_equal(r.status, 200, "GET /metrics: status")
-    m = re.search(rf"^{re.escape(name)} (\S+)$", r.text(), re.M)
-    return float(m.group(1)) if m else None
-
-
-def wait_for(condition, timeout, what):
-    """Polls condition() until it is true; fails after timeout seconds."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise h.Failure(f"{what}: not within {timeout:.1f} s")
-        time.sleep(0.05)
 
 
 @contextlib.contextmanager
@@ -116,15 +100,17 @@ def test_a_40_byte_build_id_shares_one_unwind_table_and_build_time_is_fractional
             copies.append(path)
         with h.Daemon() as d, h.Workload(copies[0]) as a, h.Workload(copies[1]) as b:
             d.profile(f"/debug/pprof/heap?pid={a.pid}")  # attaches
-            built = metric_value(d, "heapprofd_unwind_tables_built_total")
-            files = metric_value(d, "heapprofd_unwind_files")
-            seconds = metric_value(d, "heapprofd_unwind_table_build_seconds_total")
+            m = d.metrics()
+            built = m.get("heapprofd_unwind_tables_built_total")
+            files = m.get("heapprofd_unwind_files")
+            seconds = m.get("heapprofd_unwind_table_build_seconds_total")
             h.check(seconds is not None and seconds > 0,
                     f"heapprofd_unwind_table_build_seconds_total after building "
                     f"{built} tables: {seconds} (whole seconds would read 0)")
             d.profile(f"/debug/pprof/heap?pid={b.pid}")
-            h.check_equal((metric_value(d, "heapprofd_unwind_tables_built_total"),
-                           metric_value(d, "heapprofd_unwind_files")), (built, files),
+            m = d.metrics()
+            h.check_equal((m.get("heapprofd_unwind_tables_built_total"),
+                           m.get("heapprofd_unwind_files")), (built, files),
                           "(tables built, files with tables) after attaching the second copy, "
                           "whose files all have tables already")
     finally:
@@ -166,15 +152,16 @@ def test_an_allocator_the_daemon_may_not_read_is_named_and_not_retried():
         with heapprofd_as(["setpriv", "--bounding-set=-dac_override,-dac_read_search"]), \
                 h.Daemon("--comm", comm) as d, h.Workload(exe) as w:
             logged = f"heapprofd: pid {w.pid} matches a target rule but:"
-            wait_for(lambda: logged in d.stderr(), SCAN_TIMEOUT_S,
-                     f"the log line {logged!r}; stderr:\n{d.stderr()}")
+            d.wait_until(lambda: logged in d.stderr(), SCAN_TIMEOUT_S,
+                         f"the log line {logged!r}")
             line = [x for x in d.stderr().splitlines() if x.startswith(logged)][0]
             h.check(exe in line and "Permission denied" in line,
                     f"the log line should name {exe} and 'Permission denied': {line!r}")
-            errors = metric_value(d, "heapprofd_attach_errors_total")
-            time.sleep(2.5)  # two more scans, which must not try it again
-            h.check_equal(metric_value(d, "heapprofd_attach_errors_total"), errors,
-                          "heapprofd_attach_errors_total two scans later")
+            errors = d.metric("heapprofd_attach_errors_total")
+            # Two more scans, which must not try it again. Nothing marks a
+            # scan that leaves a remembered failure alone: watch 2.5 periods.
+            h.check_throughout(lambda: d.metric("heapprofd_attach_errors_total") == errors,
+                               2.5 * SCAN_S, f"heapprofd_attach_errors_total stays {errors}")
             h.check_equal(d.stderr().count(logged), 1, "log lines about the process")
             r = d.request(f"/debug/pprof/heap?pid={w.pid}")
             h.check(r.status == 403 and exe in r.text() and "Permission denied" in r.text(),
@@ -187,13 +174,9 @@ def test_an_allocator_the_daemon_may_not_read_is_named_and_not_retried():
 def test_a_pin_directory_that_cannot_be_opened_is_not_called_in_use():
     """--pin-dir /dev/null: open() fails with ENOTDIR, which is what the
     daemon says, naming the directory; it does not start."""
-    cmd = [h.HEAPPROFD, "--listen", f"127.0.0.1:{h.free_port()}", "--pin-dir", "/dev/null"]
-    r = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=30)
-    h.check(r.returncode == 1, f"{' '.join(cmd)}: exit status {r.returncode}, expected 1; "
-                               f"stderr:\n{r.stderr}")
-    h.check("open pin directory /dev/null: Not a directory" in r.stderr
-            and "in use" not in r.stderr,
-            f"the error should be the open() of /dev/null, not 'in use'; stderr:\n{r.stderr}")
+    h.check_refuses(["--pin-dir", "/dev/null"], "the error is the open() of /dev/null",
+                    names=["open pin directory /dev/null: Not a directory"],
+                    not_names=["in use"])
 
 
 def test_each_probe_layout_tried_says_why_it_failed():
@@ -233,12 +216,8 @@ def test_the_server_starts_with_descriptors_past_fd_setsize_and_names_a_failed_b
     finally:
         for fd in fds:
             os.close(fd)
-    cmd = [h.HEAPPROFD, "--listen", f"192.0.2.1:{h.free_port()}", "--allow-remote",
-           "--pin-dir", "none"]
-    r = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=30)
-    h.check(r.returncode == 1 and "bind: Cannot assign requested address" in r.stderr,
-            f"{' '.join(cmd)}: expected exit status 1 and the bind() error, got "
-            f"{r.returncode}; stderr:\n{r.stderr}")
+    h.check_refuses(["--listen", f"192.0.2.1:{h.free_port()}", "--allow-remote"],
+                    "an address of no interface here", ["bind: Cannot assign requested address"])
 
 
 def test_more_executable_mappings_than_tables_is_logged_and_counted():
@@ -251,7 +230,7 @@ def test_more_executable_mappings_than_tables_is_logged_and_counted():
         lines = [x for x in d.stderr().splitlines() if x.startswith(want)]
         h.check(lines and "tables for the first 256 only" in lines[0],
                 f"no line {want!r} saying only 256 mappings got tables; stderr:\n{d.stderr()}")
-        errors = metric_value(d, "heapprofd_unwind_update_errors_total")
+        errors = d.metrics().get("heapprofd_unwind_update_errors_total")
         h.check(errors is not None and errors >= 1,
                 f"heapprofd_unwind_update_errors_total: {errors}, expected at least 1")
 
@@ -285,17 +264,13 @@ def test_pinned_maps_of_other_sizes_are_refused_only_while_they_hold_a_running_p
     refuses them while the process they hold runs, naming it; once it has
     exited, the daemon removes them and starts afresh, saying so once."""
     pin = f"/sys/fs/bpf/heapprofd-test-diagnostics-{TAG}-{int(time.time() * 1000) % 100000}"
-    cmd = [h.HEAPPROFD, "--listen", f"127.0.0.1:{h.free_port()}", "--pin-dir", pin,
-           "--max-stacks", "8192"]
     try:
         with h.Workload("exits", "60000") as w:
             with h.Daemon("--pin-dir", pin, "--max-stacks", "4096") as a:
                 a.profile(f"/debug/pprof/heap?pid={w.pid}")  # attaches
-            r = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                               timeout=30)
-            h.check(r.returncode == 1 and "--max-stacks" in r.stderr and f"pid {w.pid}" in r.stderr,
-                    f"{' '.join(cmd)} while pid {w.pid} runs: expected exit status 1 naming "
-                    f"--max-stacks and the pid, got {r.returncode}; stderr:\n{r.stderr}")
+            h.check_refuses(["--pin-dir", pin, "--max-stacks", "8192"],
+                            f"other map sizes while pid {w.pid} runs",
+                            ["--max-stacks", f"pid {w.pid}"])
         with h.Daemon("--pin-dir", pin, "--max-stacks", "8192") as b:
             said = [x for x in b.stderr().splitlines() if "starting afresh" in x]
             h.check(len(said) == 1 and "--max-stacks" in said[0],

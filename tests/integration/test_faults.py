@@ -7,10 +7,8 @@ serving and no wrong figures."""
 
 import concurrent.futures
 import os
-import re
 import shutil
 import signal
-import subprocess
 import time
 
 import heapprof_harness as h
@@ -25,19 +23,6 @@ LOAD_SECONDS = 8
 RSS_BOUND_KB = 256 * 1024
 
 
-def metrics(d):
-    """The daemon's /metrics as {name or name{labels}: float}."""
-    status, body = d.get("/metrics")
-    h.check(status == 200, f"/metrics answered {status}")
-    out = {}
-    for line in body.decode().splitlines():
-        if not line or line.startswith("#"):
-            continue
-        name, _, value = line.rpartition(" ")
-        out[name] = float(value)
-    return out
-
-
 def unique_pin_dir(tag):
     """A pin directory of this test run's own, under the bpf filesystem."""
     return f"/sys/fs/bpf/heapprofd-test-{tag}-{os.getpid()}"
@@ -49,7 +34,7 @@ def test_full_maps_drop_only_what_metrics_count():
         d.profile(f"/debug/pprof/heap?pid={w.pid}")
         w.run()
         prof = h.decode(d.profile(f"/debug/pprof/heap?pid={w.pid}"))
-        m = metrics(d)
+        m = d.metrics()
         w.finish()
         d.check_alive()
     recorded = m["heapprofd_samples_total"]
@@ -119,7 +104,7 @@ def test_parallel_clients_while_workloads_come_and_go():
                 w.go()
                 d.get(f"/debug/pprof/heap?pid={w.pid}")
                 churn.append(w)
-                time.sleep(0.4)
+                time.sleep(0.4)  # the pace of new targets, not a wait for the daemon
             answered = sum(f.result() for f in futures)
         for w in workloads + churn:
             w.kill()
@@ -139,6 +124,8 @@ def test_target_killed_during_a_delta_scrape():
         d.profile(f"/debug/pprof/heap?pid={w.pid}")
         with concurrent.futures.ThreadPoolExecutor(1) as pool:
             scrape = pool.submit(d.get, f"/debug/pprof/heap?pid={w.pid}&seconds=2")
+            # Into the scrape's 2 s window; nothing shows that it has begun,
+            # and a kill before it is answered 404, which is allowed below.
             time.sleep(0.5)
             os.kill(w.pid, signal.SIGKILL)
             status, body = scrape.result()
@@ -147,8 +134,9 @@ def test_target_killed_during_a_delta_scrape():
         h.check(status in (200, 404), f"delta scrape of a killed target: {status} {body[:200]!r}")
         if status == 200:
             h.decode(body)
-        time.sleep(2.5)  # the reaper detaches within about a second
-        # Its last profile is kept, and says the process is gone.
+        # The reaper detaches it at its next scan and keeps its last profile,
+        # which says the process is gone.
+        d.wait_detached(w.pid, "the target killed during a delta scrape")
         status, body = d.get(f"/debug/pprof/heap?pid={w.pid}")
         h.check_equal(status, 200, "profile of the killed target afterwards")
         h.check("exited" in h.pprof(body, "-raw"), "the kept profile says the process exited")

@@ -10,7 +10,6 @@ import json
 import os
 import subprocess
 import tempfile
-import time
 
 import heapprof_harness as h
 
@@ -190,15 +189,10 @@ def test_bad_formats_and_sample_types_are_refused_with_a_reason():
 def test_an_exited_process_keeps_its_text_and_folded_forms():
     d, w = FIXTURE()
     w.finish()
-    deadline = time.monotonic() + 10
-    while True:  # the reaper notices the exit within a second or two
-        listed = {t["pid"] for t in json.loads(d.profile("/debug/pprof/?format=json"))["targets"]}
-        status, body = d.get(f"/debug/pprof/heap?pid={w.pid}&format=text")
-        if status == 200 and w.pid not in listed:
-            break
-        h.check(time.monotonic() < deadline,
-                f"no last profile of exited pid {w.pid} within 10 s: {status} {body[:200]!r}")
-        time.sleep(0.1)
+    # The reaper notices the exit at its next scan and keeps the last profile.
+    d.wait_detached(w.pid, "the exited workload", timeout=10)
+    status, body = d.get(f"/debug/pprof/heap?pid={w.pid}&format=text")
+    h.check_equal(status, 200, f"the last profile of exited pid {w.pid}: {body[:200]!r}")
     h.check(b"  alloc_big\n" in body, f"alloc_big not in the exited process's table:\n{body.decode()}")
     folded = _parse_folded(d.profile(f"/debug/pprof/allocs?pid={w.pid}&format=folded").decode())
     h.check(any(k.endswith(";alloc_freed") for k in folded),

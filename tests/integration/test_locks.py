@@ -7,7 +7,6 @@ a half here), /healthz, /metrics and the index each answer within 100 ms
 tables under the locks /metrics and the index take.
 """
 
-import os
 import shutil
 import subprocess
 import threading
@@ -35,19 +34,22 @@ def start_big_process():
     h.check(clang, f"{CLANG} is not installed (Debian: clang); this test attaches to it")
     p = subprocess.Popen([clang, "-E", "-x", "c", "-"], stdin=subprocess.PIPE,
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 10
-    while True:
+
+    def mapped():
+        h.check(p.poll() is None, f"{CLANG} (pid {p.pid}) exited with {p.returncode}")
         try:
             with open(f"/proc/{p.pid}/maps") as f:
-                if BIG_LIBRARY in f.read():
-                    return p
+                return BIG_LIBRARY in f.read()
         except OSError:
-            pass
-        if p.poll() is not None or time.monotonic() > deadline:
-            p.kill()
-            raise h.Failure(f"{CLANG} (pid {p.pid}) did not map {BIG_LIBRARY} within 10 s "
-                            f"(exit status {p.poll()})")
-        time.sleep(0.05)
+            return False
+
+    try:
+        h.wait_until(mapped, 10, f"{CLANG} (pid {p.pid}) mapping {BIG_LIBRARY}")
+    except h.Failure:
+        p.kill()
+        p.wait()
+        raise
+    return p
 
 
 def attach_round():

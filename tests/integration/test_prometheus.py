@@ -10,7 +10,6 @@ import os
 import re
 import subprocess
 import tempfile
-import time
 import urllib.parse
 
 import heapprof_harness as h
@@ -50,18 +49,19 @@ def _query(port, promql):
 
 def _wait_for(port, promql, want, prom):
     """Polls `promql` until its one value equals `want`; fails with what it saw."""
-    deadline = time.monotonic() + SCRAPE_TIMEOUT_S
-    last = None
-    while time.monotonic() < deadline:
+    last = [None]
+
+    def reached():
         h.check(prom.poll() is None, f"prometheus exited with {prom.returncode}")
         try:
-            last = _query(port, promql)
+            last[0] = _query(port, promql)
         except (OSError, h.Failure) as e:  # not listening yet
-            last = str(e)
-        if isinstance(last, list) and len(last) == 1 and float(last[0]["value"][1]) == want:
-            return
-        time.sleep(0.2)
-    raise h.Failure(f"{promql} did not become {want} within {SCRAPE_TIMEOUT_S} s; last: {last}")
+            last[0] = str(e)
+            return False
+        return len(last[0]) == 1 and float(last[0][0]["value"][1]) == want
+
+    h.wait_until(reached, SCRAPE_TIMEOUT_S, lambda: f"{promql} did not become {want}; "
+                                                    f"last: {last[0]}", poll=0.2)
 
 
 def test_promtool_finds_nothing_wrong_with_the_metrics():

@@ -27,7 +27,6 @@ import re
 import shutil
 import subprocess
 import tempfile
-import time
 
 import heapprof_harness as h
 
@@ -59,7 +58,7 @@ def reaching_fraction(samples, roots=ROOTS):
 def unwind_metrics(d):
     """The counters of /metrics, {name without heapprofd_: value}, after
     checking that every stack walked is counted once by how it ended."""
-    values = {k[len("heapprofd_"):]: v for k, v in h.metrics(d).items()}
+    values = {k[len("heapprofd_"):]: v for k, v in d.metrics().items()}
     ends = ["unwind_stacks_complete_total", "stacks_truncated_total", "stack_read_errors_total"]
     ends += [k for k in values if k.startswith("unwind_stopped_")]
     counted = ", ".join(f"{k}={values.get(k, 0):g}" for k in ends)
@@ -113,41 +112,9 @@ def require(path, package):
                                       f"scripts/install-deps.sh installs it)")
 
 
-# --- Frames with their files (JIT frames have the file "[jit]") ---------------
-
-_LOCATION = re.compile(r"^\s*(\d+): 0x[0-9a-fA-F]+ (?:M=\d+ )?(?:\[F\] )?(.*)$")
-_LINE = re.compile(r"^(.*) (\S*):(-?\d+) s=-?\d+(?:\(.*\))?$")
-_SAMPLE = re.compile(r"^\s*(-?\d+(?:\s+-?\d+)*):((?:\s+\d+)*)\s*$")
-
-
-def frames_with_files(raw):
-    """[(values, [(name, file), ...] leaf first)] from `go tool pprof -raw`."""
-    locations, samples, section, last = {}, [], "header", None
-    for line in raw.splitlines():
-        if line == "Samples:":
-            section = "types"
-        elif section == "types":
-            section = "samples"
-        elif line == "Locations":
-            section = "locations"
-        elif line == "Mappings":
-            section = "mappings"
-        elif section == "samples":
-            m = _SAMPLE.match(line)
-            if m:
-                samples.append(([int(v) for v in m.group(1).split()],
-                                [int(i) for i in m.group(2).split()]))
-        elif section == "locations":
-            m = _LOCATION.match(line)
-            text = m.group(2) if m else line.strip()
-            if m:
-                last = int(m.group(1))
-                locations[last] = []
-            lm = _LINE.match(text.strip())
-            if lm and last is not None:
-                locations[last].append((lm.group(1), lm.group(2)))
-    return [(values, [f for i in ids for f in locations.get(i, [("??", "")])])
-            for values, ids in samples]
+def frames_with_files(sample):
+    """[(name, file), ...] of a sample, leaf first (JIT frames have the file "[jit]")."""
+    return [(ln.name, ln.file) for loc in sample.locations for ln in loc.lines]
 
 
 # --- node --------------------------------------------------------------------
@@ -208,7 +175,7 @@ def test_jvm_stacks_reach_start_thread_through_named_jit_frames():
             f"java: only {frac:.1%} of allocated bytes reach start_thread; stacks:\n" +
             h.describe(sorted(samples, key=lambda s: -s.values[1])[:10]))
     # The direct buffers' stacks: Unsafe_AllocateMemory0 <- JIT frames <- JavaCalls.
-    ours = [(v, fs) for v, fs in frames_with_files(h.pprof(body, "-raw"))
+    ours = [(s.values, fs) for s, fs in ((s, frames_with_files(s)) for s in samples)
             if any(n == "Unsafe_AllocateMemory0" for n, _ in fs)]
     h.check(ours, "java: no stack goes through Unsafe_AllocateMemory0")
     through_jit = [(v, fs) for v, fs in ours
@@ -296,11 +263,7 @@ def test_a_stripped_static_busybox_is_422_with_a_reason_and_a_log_line():
             h.check(b"statically linked" in body and b"malloc" in body,
                     f"the reason should say why: {body!r}")
             want = f"heapprofd: process {proc.pid} cannot be profiled"
-            deadline = time.monotonic() + LOG_TIMEOUT_S
-            while want not in d.stderr() and time.monotonic() < deadline:
-                time.sleep(0.05)
-            h.check(want in d.stderr(), f"no log line {want!r} within {LOG_TIMEOUT_S:g} s; "
-                                        f"stderr:\n{d.stderr()}")
+            d.wait_until(lambda: want in d.stderr(), LOG_TIMEOUT_S, f"the log line {want!r}")
             d.check_alive()
     finally:
         proc.kill()

@@ -18,7 +18,6 @@ so other processes on the machine never match them.
 
 import contextlib
 import os
-import re
 import shutil
 import signal
 import subprocess
@@ -31,8 +30,8 @@ import heapprof_harness as h
 # detached, within this long (the daemon scans every second).
 ATTACH_TIMEOUT_S = 3.0
 DETACH_TIMEOUT_S = 3.0
-# How often the tests poll the index and /metrics.
-POLL_S = 0.05
+# How often the daemon scans /proc for new, exited and exec'd processes.
+SCAN_S = 1.0
 
 EXACT_EXPECTED = h.EXACT_EXPECTED
 # Allocations exact.c makes (every one a sample at interval 1), the bytes
@@ -67,48 +66,15 @@ STATE = {}
 
 # --- Helpers -------------------------------------------------------------------
 
-def wait_until(condition, timeout, what):
-    """Polls condition() until it is true; returns the seconds it took, or
-    fails after timeout seconds saying what was awaited."""
-    start = time.monotonic()
-    while True:
-        if condition():
-            return time.monotonic() - start
-        if time.monotonic() - start > timeout:
-            raise h.Failure(f"{what}: not within {timeout:.1f} s")
-        time.sleep(POLL_S)
-
-
-def profiled_pids(d):
-    """The pids the index (/debug/pprof/) lists as profiled."""
-    r = d.request("/debug/pprof/")
-    h.check_equal(r.status, 200, "GET /debug/pprof/: status")
-    return {int(p) for p in re.findall(r"heap\?pid=(\d+)", r.text())}
-
-
 def wait_attached(d, pid, what):
     """Waits (at most ATTACH_TIMEOUT_S) until the index lists pid; returns the time taken."""
-    try:
-        return wait_until(lambda: pid in profiled_pids(d), ATTACH_TIMEOUT_S,
-                          f"{what}: pid {pid} attached")
-    except h.Failure as e:
-        raise h.Failure(f"{e}; heapprofd stderr:\n{d.stderr()}") from None
-
-
-def settled(d):
-    """True once every detach under way is done and counted: a process
-    leaves the index (and heapprofd_targets) when its detach starts, and
-    heapprofd_detached_total counts it once its probes are gone."""
-    m = metrics(d)
-    return (m["heapprofd_attached_total"] - m["heapprofd_detached_total"]
-            == m["heapprofd_targets"])
+    return d.wait_until(lambda: pid in d.profiled_pids(), ATTACH_TIMEOUT_S,
+                        f"{what}: pid {pid} attached")
 
 
 def wait_detached(d, pid, what):
-    """Waits (at most DETACH_TIMEOUT_S) until the index no longer lists pid
-    and its detach is counted."""
-    return wait_until(lambda: pid not in profiled_pids(d) and settled(d), DETACH_TIMEOUT_S,
-                      f"{what}: pid {pid} detached")
+    """Waits (at most DETACH_TIMEOUT_S) until pid is detached (Daemon.wait_detached)."""
+    return d.wait_detached(pid, what, DETACH_TIMEOUT_S)
 
 
 def totals(d, pid):
@@ -135,105 +101,6 @@ def write_file(path, text, mode="w"):
     """Writes (or appends) text to path."""
     with open(path, mode) as f:
         f.write(text)
-
-
-# --- /metrics ----------------------------------------------------------------------
-
-_NAME = r"[a-zA-Z_:][a-zA-Z0-9_:]*"
-_SAMPLE_RE = re.compile(rf"^({_NAME})(?:\{{(.*)\}})? (\S+)(?: (-?\d+))?$")
-_LABEL_RE = re.compile(r'\s*([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\\n]|\\[\\"n])*)"\s*(?:,|$)')
-_TYPES = ("counter", "gauge", "histogram", "summary", "untyped")
-_SUFFIXES = {"histogram": ("_bucket", "_sum", "_count"), "summary": ("", "_sum", "_count")}
-
-
-def parse_labels(text, line):
-    """Parses the inside of {...} into a tuple of (name, value); fails if malformed."""
-    labels, pos = [], 0
-    while pos < len(text):
-        m = _LABEL_RE.match(text, pos)
-        h.check(m is not None and m.end() > pos, f"/metrics: malformed labels in {line!r}")
-        labels.append((m.group(1), m.group(2)))
-        pos = m.end()
-    names = [n for n, _ in labels]
-    h.check(len(names) == len(set(names)), f"/metrics: a label repeats in {line!r}")
-    return tuple(labels)
-
-
-def parse_metrics(text):
-    """Checks that text is valid Prometheus text exposition (every line a
-    `# HELP`, `# TYPE`, other comment or sample; a TYPE for every family
-    before its samples, at most one HELP and TYPE each; the samples of a
-    family contiguous; no sample twice; values numbers) and returns
-    {(name, labels): value}, labels a tuple of (name, value) pairs."""
-    h.check(text.endswith("\n"), "/metrics: does not end with a newline")
-    samples = {}
-    types, helps = {}, set()
-    finished = set()   # families whose samples are over
-    current = None     # the family of the last line
-    for line in text.splitlines():
-        if not line.strip():
-            continue
-        if line.startswith("#"):
-            parts = line.split(None, 3)
-            if len(parts) >= 3 and parts[1] in ("HELP", "TYPE"):
-                name = parts[2]
-                h.check(re.fullmatch(_NAME, name), f"/metrics: bad metric name in {line!r}")
-                h.check(name not in finished, f"/metrics: family {name} is split: {line!r}")
-                if current is not None and current != name:
-                    finished.add(current)
-                current = name
-                if parts[1] == "HELP":
-                    h.check(name not in helps, f"/metrics: second HELP for {name}")
-                    helps.add(name)
-                else:
-                    h.check(len(parts) == 4 and parts[3] in _TYPES,
-                            f"/metrics: bad TYPE line {line!r}")
-                    h.check(name not in types, f"/metrics: second TYPE for {name}")
-                    types[name] = parts[3]
-            continue
-        m = _SAMPLE_RE.match(line)
-        h.check(m is not None, f"/metrics: not a sample line: {line!r}")
-        name, label_text, value = m.group(1), m.group(2) or "", m.group(3)
-        family = None
-        for fam, typ in types.items():
-            if name == fam or name in (fam + s for s in _SUFFIXES.get(typ, ())):
-                family = fam if family is None or len(fam) > len(family) else family
-        h.check(family is not None, f"/metrics: sample {name} has no TYPE line before it")
-        h.check(family == current, f"/metrics: sample {name} outside its family's block "
-                                   f"(the last family was {current})")
-        try:
-            number = float(value)
-        except ValueError:
-            raise h.Failure(f"/metrics: value {value!r} is not a number: {line!r}") from None
-        key = (name, parse_labels(label_text, line))
-        h.check(key not in samples, f"/metrics: sample {key} appears twice")
-        samples[key] = number
-    h.check(samples, "/metrics: no samples")
-    for (name, _), value in samples.items():
-        if types.get(name) == "counter":
-            h.check(value >= 0, f"/metrics: counter {name} is negative: {value}")
-    return samples
-
-
-def metrics(d):
-    """GETs /metrics, checks its format (parse_metrics) and content type, and
-    returns {name: value} for the samples without labels, plus
-    {(name, labels): value} for all under the key 'labelled'."""
-    r = d.request("/metrics")
-    h.check_equal(r.status, 200, "GET /metrics: status")
-    h.check(r.headers.get("content-type", "").startswith("text/plain"),
-            f"GET /metrics: content type {r.headers.get('content-type')!r}, expected text/plain")
-    samples = parse_metrics(r.text())
-    plain = {name: value for (name, labels), value in samples.items() if not labels}
-    plain["labelled"] = samples
-    return plain
-
-
-def metric(d, name):
-    """One unlabelled metric's value; fails if there is none."""
-    m = metrics(d)
-    h.check(name in m, f"/metrics has no {name}")
-    return m[name]
 
 
 # --- Fixtures -------------------------------------------------------------------
@@ -372,39 +239,35 @@ def expect_ready_again(w):
 
 # --- Target rules -------------------------------------------------------------------
 
-def test_a_process_started_after_the_daemon_is_attached_by_comm_within_3_s():
+def check_picked_up_by_rule(w, rule):
+    """Workload w, which `rule` matches, is attached within ATTACH_TIMEOUT_S,
+    profiled exactly through a run of exact.c, and detached after its exit."""
     d = daemon()
+    took = wait_attached(d, w.pid, rule)
+    w.run()
+    check_exact_profile(d, w.pid, f"pid {w.pid} matched by {rule} (attached after {took:.2f} s)")
+    w.finish()
+    wait_detached(d, w.pid, "after exit")
+
+
+def test_a_process_started_after_the_daemon_is_attached_by_comm_within_3_s():
     with comm_workload() as w:
-        took = wait_attached(d, w.pid, f"comm {STATE['comm']}")
-        w.run()
-        check_exact_profile(d, w.pid, f"comm-matched pid {w.pid} (attached after {took:.2f} s)")
-        w.finish()
-        wait_detached(d, w.pid, "after exit")
+        check_picked_up_by_rule(w, f"comm {STATE['comm']}")
 
 
 def test_a_process_started_after_the_daemon_is_attached_by_exe_within_3_s():
-    d = daemon()
     with h.Workload(STATE["exe"]) as w:
-        took = wait_attached(d, w.pid, f"exe {STATE['exe']}")
-        w.run()
-        check_exact_profile(d, w.pid, f"exe-matched pid {w.pid} (attached after {took:.2f} s)")
-        w.finish()
-        wait_detached(d, w.pid, "after exit")
+        check_picked_up_by_rule(w, f"exe {STATE['exe']}")
 
 
 def test_a_process_moved_into_a_cgroup_is_attached_by_cgroup_within_3_s():
-    d = daemon()
     with h.Workload("exact") as w:
         write_file(os.path.join(STATE["cgroup_disk"], "cgroup.procs"), f"{w.pid}\n")
         with open(f"/proc/{w.pid}/cgroup") as f:
             unified = [line.strip()[3:] for line in f if line.startswith("0::")]
         h.check_equal(unified, [STATE["cgroup_rule"]],
                       f"the cgroup v2 path of pid {w.pid} once moved (the rule)")
-        took = wait_attached(d, w.pid, f"cgroup {STATE['cgroup_rule']}")
-        w.run()
-        check_exact_profile(d, w.pid, f"cgroup-matched pid {w.pid} (attached after {took:.2f} s)")
-        w.finish()
-        wait_detached(d, w.pid, "after exit")
+        check_picked_up_by_rule(w, f"cgroup {STATE['cgroup_rule']}")
 
 
 def test_a_process_over_max_targets_is_attached_once_a_slot_frees():
@@ -414,14 +277,16 @@ def test_a_process_over_max_targets_is_attached_once_a_slot_frees():
     with h.Daemon("--sample-interval", "1", "--comm", name, "--max-targets", "1") as d:
         with h.Workload(path) as first, h.Workload(path) as second:
             wait_attached(d, first.pid, "the first process (max-targets 1)")
-            time.sleep(1.5)  # a scan or two
-            h.check_equal(profiled_pids(d), {first.pid}, "profiled with max-targets 1")
-            h.check_equal(metric(d, "heapprofd_targets"), 1, "heapprofd_targets at the cap")
+            # Nothing counts a process turned away at the cap, so no event
+            # says a scan has looked at `second`: watch for 1.5 scan periods.
+            h.check_throughout(lambda: d.profiled_pids() == {first.pid}, 1.5 * SCAN_S,
+                               f"only pid {first.pid} profiled with max-targets 1")
+            h.check_equal(d.metric("heapprofd_targets"), 1, "heapprofd_targets at the cap")
             first.finish()
-            took = wait_until(lambda: second.pid in profiled_pids(d),
-                              DETACH_TIMEOUT_S + ATTACH_TIMEOUT_S,
-                              f"pid {second.pid}, over the cap, attached once pid "
-                              f"{first.pid} exited")
+            took = d.wait_until(lambda: second.pid in d.profiled_pids(),
+                                DETACH_TIMEOUT_S + ATTACH_TIMEOUT_S,
+                                f"pid {second.pid}, over the cap, attached once pid "
+                                f"{first.pid} exited")
             second.run()
             check_exact_profile(d, second.pid, f"attached {took:.2f} s after a slot freed")
             second.finish()
@@ -445,7 +310,11 @@ def test_a_process_matched_before_its_libraries_are_loaded_is_attached_once_they
         # dynamic linker are mapped, comm is already the rule's.
         _, status = os.waitpid(proc.pid, os.WUNTRACED)
         h.check(os.WIFSTOPPED(status), f"pid {proc.pid} did not stop at its exec ({status})")
-        time.sleep(2.5)  # scans match it while it has no libc
+        # Two scans match it while it has no libc: each attach fails and is counted.
+        errors = d.metric("heapprofd_attach_errors_total")
+        d.wait_until(lambda: d.metric("heapprofd_attach_errors_total") >= errors + 2,
+                     3 * SCAN_S, f"two failed attaches of pid {proc.pid}, held before its "
+                                 f"libraries load (heapprofd_attach_errors_total was {errors})")
         h.check(libc.ptrace(ptrace_detach, proc.pid, None, None) == 0,
                 f"PTRACE_DETACH failed: errno {ctypes.get_errno()}")
         line = proc.stdout.readline().decode().strip()
@@ -468,22 +337,21 @@ def test_a_process_matched_before_its_libraries_are_loaded_is_attached_once_they
 def test_a_profiled_process_that_exits_is_detached_within_3_s_and_keeps_its_last_profile():
     """Detached within 3 s of its exit (probes and BPF state gone, counted);
     a request for its pid then gets its last profile (kept by the daemon for
-    a while; a process that never lived through a scan has none and gets
-    404), and does not attach anything."""
+    a while, named by the maps read at attach or at the last scan), and does
+    not attach anything."""
     d = daemon()
-    before = metrics(d)
+    before = d.metrics()
     with comm_workload() as w:
         wait_attached(d, w.pid, "before exit")
         w.run()
         check_exact_profile(d, w.pid, "before exit")
-        time.sleep(1.2)  # a scan while it lives: the daemon keeps its maps for the last profile
         w.finish()
-        took = wait_until(lambda: metric(d, "heapprofd_detached_total")
-                          >= before["heapprofd_detached_total"] + 1,
-                          DETACH_TIMEOUT_S, f"heapprofd_detached_total past "
-                                            f"{before['heapprofd_detached_total']} after pid "
-                                            f"{w.pid} exited")
-        h.check(w.pid not in profiled_pids(d),
+        took = d.wait_until(lambda: d.metric("heapprofd_detached_total")
+                            >= before["heapprofd_detached_total"] + 1,
+                            DETACH_TIMEOUT_S, f"heapprofd_detached_total past "
+                                              f"{before['heapprofd_detached_total']} after pid "
+                                              f"{w.pid} exited")
+        h.check(w.pid not in d.profiled_pids(),
                 f"pid {w.pid} is still in the index after its detach was counted")
         body = d.profile(f"/debug/pprof/heap?pid={w.pid}")
         raw = h.pprof(body, "-raw")
@@ -491,7 +359,7 @@ def test_a_profiled_process_that_exits_is_detached_within_3_s_and_keeps_its_last
                                  f"{took:.2f} s) does not say it exited:\n{raw[:1500]}")
         check_totals(h.totals_by_leaf(h.parse_raw(raw).samples), EXACT_EXPECTED,
                      f"the last profile of exited pid {w.pid}")
-        after = metrics(d)
+        after = d.metrics()
         h.check_equal(after["heapprofd_targets"], 0, "heapprofd_targets after the exit")
         h.check_equal(after["heapprofd_attached_total"], before["heapprofd_attached_total"] + 1,
                       "heapprofd_attached_total: asking for an exited pid attaches nothing")
@@ -526,13 +394,13 @@ def exec_test(args, after_exec_expected):
         d.profile(f"/debug/pprof/heap?pid={w.pid}")  # attaches
         w.run()
         check_totals(totals(d, w.pid), BEFORE_EXEC, "before the exec")
-        attached = metric(d, "heapprofd_attached_total")
-        reattached = metric(d, "heapprofd_reattached_total")
+        attached = d.metric("heapprofd_attached_total")
+        reattached = d.metric("heapprofd_reattached_total")
         w._send_line("")  # exec
         expect_ready_again(w)
-        took = wait_until(lambda: metric(d, "heapprofd_reattached_total") >= reattached + 1,
-                          ATTACH_TIMEOUT_S, f"pid {w.pid} attached again after its exec")
-        h.check(metric(d, "heapprofd_attached_total") >= attached + 1,
+        took = d.wait_until(lambda: d.metric("heapprofd_reattached_total") >= reattached + 1,
+                            ATTACH_TIMEOUT_S, f"pid {w.pid} attached again after its exec")
+        h.check(d.metric("heapprofd_attached_total") >= attached + 1,
                 "heapprofd_attached_total counts the attach after the exec too")
         w.run()
         check_totals(totals(d, w.pid), after_exec_expected,
@@ -554,8 +422,12 @@ def test_exec_of_the_same_program_shows_only_the_new_image_s_allocations():
 def test_sighup_with_a_new_comm_rule_attaches_a_running_process():
     d = daemon()
     with h.Workload(os.path.join(STATE["bin_dir"], STATE["hup_comm"])) as w:
-        time.sleep(1.5)  # a scan or two: no rule matches it yet
-        h.check(w.pid not in profiled_pids(d),
+        # No rule matches it yet. A scan that attached a process started
+        # after it has looked at it too (were that scan reading /proc
+        # between the two starts, the check would be weaker, never wrong).
+        with comm_workload() as witness:
+            wait_attached(d, witness.pid, "a witness of the scan, by the comm rule")
+        h.check(w.pid not in d.profiled_pids(),
                 f"pid {w.pid} ({STATE['hup_comm']}) was attached before any rule named it")
         write_file(STATE["config"], f"comm = {STATE['hup_comm']}\n", mode="a")
         os.kill(d.proc.pid, signal.SIGHUP)
@@ -573,9 +445,9 @@ def test_sighup_with_a_new_comm_rule_attaches_a_running_process():
 
 def test_metrics_are_prometheus_text_and_count_attaches_detaches_and_samples():
     d = daemon()
-    wait_until(lambda: metric(d, "heapprofd_targets") == 0 and settled(d), DETACH_TIMEOUT_S,
-               "no process profiled before the test")
-    m0 = metrics(d)
+    d.wait_until(lambda: d.metric("heapprofd_targets") == 0 and d.settled(), DETACH_TIMEOUT_S,
+                 "no process profiled before the test")
+    m0 = d.metrics()
     for name in ("heapprofd_targets", "heapprofd_attached_total", "heapprofd_detached_total",
                  "heapprofd_samples_total", "heapprofd_frees_matched_total",
                  "heapprofd_attach_errors_total"):
@@ -583,16 +455,16 @@ def test_metrics_are_prometheus_text_and_count_attaches_detaches_and_samples():
     with comm_workload() as w1, comm_workload() as w2:
         wait_attached(d, w1.pid, "first")
         wait_attached(d, w2.pid, "second")
-        m1 = metrics(d)
+        m1 = d.metrics()
         h.check_equal(m1["heapprofd_targets"], 2, "heapprofd_targets with two processes attached")
-        h.check_equal(len(profiled_pids(d)), 2, "processes in the index")
+        h.check_equal(len(d.profiled_pids()), 2, "processes in the index")
         h.check_equal(m1["heapprofd_attached_total"] - m0["heapprofd_attached_total"], 2,
                       "heapprofd_attached_total after two attaches")
         h.check_equal(m1["heapprofd_detached_total"], m0["heapprofd_detached_total"],
                       "heapprofd_detached_total before any exit")
         w1.run()
         w2.run()
-        m2 = metrics(d)
+        m2 = d.metrics()
         samples = m2["heapprofd_samples_total"] - m0["heapprofd_samples_total"]
         h.check_equal(samples, 2 * EXACT_ALLOCATIONS,
                       "heapprofd_samples_total after two runs of exact at interval 1")
@@ -606,19 +478,19 @@ def test_metrics_are_prometheus_text_and_count_attaches_detaches_and_samples():
             labels = (("pid", str(w.pid)), ("comm", STATE["comm"]))
             for name, want in (("heapprofd_target_inuse_bytes", EXACT_INUSE_BYTES),
                                ("heapprofd_target_allocated_bytes_total", EXACT_ALLOC_BYTES)):
-                h.check_equal(m2["labelled"].get((name, labels)), want,
+                h.check_equal(m2.labelled.get((name, labels)), want,
                               f"{name}{{pid={w.pid},comm={STATE['comm']}}} after a run of exact")
         w1.finish()
         w2.finish()
-        wait_until(lambda: metric(d, "heapprofd_targets") == 0 and settled(d),
-                   DETACH_TIMEOUT_S, "heapprofd_targets back to 0 after both exited")
-        m3 = metrics(d)
+        d.wait_until(lambda: d.metric("heapprofd_targets") == 0 and d.settled(),
+                     DETACH_TIMEOUT_S, "heapprofd_targets back to 0 after both exited")
+        m3 = d.metrics()
         h.check_equal(m3["heapprofd_detached_total"] - m0["heapprofd_detached_total"], 2,
                       "heapprofd_detached_total after two exits")
         h.check_equal(m3["heapprofd_attached_total"], m1["heapprofd_attached_total"],
                       "heapprofd_attached_total after the exits")
         gone = {("pid", str(w1.pid)), ("pid", str(w2.pid))}
-        left = [key for key in m3["labelled"]
+        left = [key for key in m3.labelled
                 if key[0].startswith("heapprofd_target_") and gone & set(key[1])]
         h.check(not left, f"per-process series left after both exited: {left}")
 
@@ -650,7 +522,7 @@ def test_a_restart_keeps_in_use_totals_exact_and_another_interval_only_while_it_
                 adopted = "heapprofd: adopted 1 processes from the pinned maps"
                 h.check(adopted in b.stderr().splitlines(),
                         f"daemon B did not log {adopted!r}:\n{b.stderr()}")
-                h.check(w.pid in profiled_pids(b), f"daemon B does not list pid {w.pid}")
+                h.check(w.pid in b.profiled_pids(), f"daemon B does not list pid {w.pid}")
                 after = totals(b, w.pid)
                 h.check_equal(after, before, "totals across the restart (B's vs A's)")
                 w.run()  # round 2: frees blocks allocated under A
@@ -659,28 +531,14 @@ def test_a_restart_keeps_in_use_totals_exact_and_another_interval_only_while_it_
                 check_totals(totals(b, w.pid), ROUNDS_EXPECTED[2], "daemon B after round 3")
                 # A second daemon on the pin directory B uses: it would adopt
                 # B's processes, so it refuses to start.
-                cmd = [h.HEAPPROFD, "--listen", f"127.0.0.1:{h.free_port()}", "--pin-dir", pin,
-                       "--sample-interval", "1"]
-                r = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True,
-                                   text=True, timeout=30)
-                h.check(r.returncode == 1 and pin in r.stderr and "in use" in r.stderr,
-                        f"{' '.join(cmd)} while daemon B runs on it: expected exit status 1 "
-                        f"and the pin directory in use, got {r.returncode}; "
-                        f"stderr:\n{r.stderr}")
+                h.check_refuses(["--pin-dir", pin, "--sample-interval", "1"],
+                                "a second daemon while daemon B runs on the pin directory",
+                                [pin, "in use"])
             # Pinned maps made with --sample-interval 1 that hold a running
             # process: another interval is refused.
-            cmd = [h.HEAPPROFD, "--listen", f"127.0.0.1:{h.free_port()}", "--pin-dir", pin,
-                   "--sample-interval", "524288"]
-            r = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                               timeout=30)
-            h.check(r.returncode == 1, f"{' '.join(cmd)}: expected exit status 1, got "
-                                       f"{r.returncode}; stderr:\n{r.stderr}")
-            h.check(pin in r.stderr and "sample-interval" in r.stderr
-                    and f"pid {w.pid}" in r.stderr,
-                    f"the refusal should name the pin directory {pin}, the interval and pid "
-                    f"{w.pid}; stderr:\n{r.stderr}")
-            h.check("listening on" not in r.stderr,
-                    f"the refused daemon served anyway; stderr:\n{r.stderr}")
+            h.check_refuses(["--pin-dir", pin, "--sample-interval", "524288"],
+                            f"another interval while pid {w.pid} runs",
+                            [pin, "sample-interval", f"pid {w.pid}"])
             w.finish()
         # The process has exited: nothing would be misread, so the maps go
         # and the daemon starts afresh, saying so in one line.
@@ -702,14 +560,8 @@ def test_a_restart_keeps_in_use_totals_exact_and_another_interval_only_while_it_
                              "00", "00", "00", "00", "value", "hex"]
                             + [f"{b:02x}" for b in value], capture_output=True, text=True)
         h.check(bt.returncode == 0, f"bpftool map update {meta}: {bt.stderr}")
-        cmd[cmd.index("--sample-interval") + 1] = "1"
-        r = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                           timeout=30)
-        h.check(r.returncode == 1, f"{' '.join(cmd)} on maps of state version 999: expected "
-                                   f"exit status 1, got {r.returncode}; stderr:\n{r.stderr}")
-        h.check(pin in r.stderr and "version" in r.stderr,
-                f"the refusal should name the pin directory {pin} and the version; "
-                f"stderr:\n{r.stderr}")
+        h.check_refuses(["--pin-dir", pin, "--sample-interval", "1"],
+                        "maps of state version 999", [pin, "version"])
     finally:
         shutil.rmtree(pin, ignore_errors=True)
 

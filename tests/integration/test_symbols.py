@@ -28,71 +28,6 @@ CXX_FLAGS = ["-O1", "-g", "-fno-omit-frame-pointer", "-fno-optimize-sibling-call
 # What a name made of these looks like in a profile: never the allocator's.
 ALLOCATOR_NAMES = {"malloc", "operator new", "operator new[]", "__libc_malloc"}
 
-# One pprof -raw location line: "name file:line s=N" and "(system name)" when it differs.
-_LINE = re.compile(r"^(.*) (\S*):(-?\d+) s=-?\d+(?:\((.*)\))?$")
-_LOC = re.compile(r"^\s*(\d+): (0x[0-9a-f]+) (?:M=(\d+) )?(?:\[F\] )?(.*)$")
-_MAP = re.compile(r"^\s*(\d+): (0x[0-9a-f]+)/(0x[0-9a-f]+)/(0x[0-9a-f]+) (.*) ([0-9a-f]*) "
-                  r"((?:\[\w\w\])*)$")
-
-
-class Line:
-    """One line of a location: display name, file, line, full name."""
-
-    def __init__(self, text):
-        m = _LINE.match(text)
-        h.check(m is not None, f"unparsed location line {text!r}")
-        self.name, self.file, self.line = m.group(1), m.group(2), int(m.group(3))
-        self.system_name = m.group(4) or self.name
-
-    def __repr__(self):
-        return f"{self.name} {self.file}:{self.line} ({self.system_name})"
-
-
-class Raw:
-    """A profile as `go tool pprof -raw` prints it: locations and mappings."""
-
-    def __init__(self, text):
-        self.text = text
-        self.locations = {}  # id -> (address, mapping id, [Line], innermost first)
-        self.mappings = {}   # id -> dict(start, limit, offset, file, build_id, flags)
-        section, last = None, None
-        for line in text.splitlines():
-            if line in ("Locations", "Mappings"):
-                section = line
-            elif section == "Locations" and line.startswith(" " * 13) and last is not None:
-                self.locations[last][2].append(Line(line.strip()))
-            elif section == "Locations":
-                m = _LOC.match(line)
-                h.check(m is not None, f"unparsed location {line!r}")
-                last = int(m.group(1))
-                lines = [Line(m.group(4).strip())] if m.group(4).strip() else []
-                mapping = int(m.group(3)) if m.group(3) else 0
-                self.locations[last] = (int(m.group(2), 16), mapping, lines)
-            elif section == "Mappings" and line.strip():
-                m = _MAP.match(line)
-                h.check(m is not None, f"unparsed mapping {line!r}")
-                self.mappings[int(m.group(1))] = {
-                    "start": int(m.group(2), 16), "limit": int(m.group(3), 16),
-                    "offset": int(m.group(4), 16), "file": m.group(5),
-                    "build_id": m.group(6), "flags": m.group(7)}
-
-    def mapping_of(self, path):
-        """The id and fields of the mapping of `path` holding locations."""
-        used = {loc[1] for loc in self.locations.values()}
-        for mid, m in self.mappings.items():
-            if m["file"] == path and mid in used:
-                return mid, m
-        h.check(False, f"no mapping of {path} with locations in:\n{self.text}")
-
-    def names(self):
-        """Every function name of every location."""
-        return {ln.name for _, _, lines in self.locations.values() for ln in lines}
-
-
-def raw(body):
-    return Raw(h.pprof(body, "-raw"))
-
-
 def build_id_of(path):
     """The GNU build ID readelf shows for a file."""
     out = subprocess.run(["readelf", "-n", path], capture_output=True, text=True).stdout
@@ -135,7 +70,7 @@ def check_lines_match_addr2line(profile, path, what):
     """Every location in path's mapping has addr2line's functions, files and lines."""
     mid, m = profile.mapping_of(path)
     locs = [(a, lines) for a, mp, lines in profile.locations.values() if mp == mid]
-    vaddrs = [vaddr_of(path, a - m["start"] + m["offset"]) for a, _ in locs]
+    vaddrs = [vaddr_of(path, a - m.start + m.offset) for a, _ in locs]
     oracle = addr2line(path, vaddrs)
     for (address, lines), vaddr in zip(locs, vaddrs):
         want = oracle[vaddr]
@@ -228,7 +163,7 @@ scratch = h.Once(scratch_dir)
 # --- Tests --------------------------------------------------------------------
 
 def test_every_frame_matches_addr2line():
-    n = check_lines_match_addr2line(raw(cxx()[0]), CXX_BINARY, "cxx_symbols")
+    n = check_lines_match_addr2line(h.decode(cxx()[0]), CXX_BINARY, "cxx_symbols")
     h.check(n >= 6, f"only {n} locations in cxx_symbols")
 
 
@@ -262,20 +197,20 @@ def test_traces_show_short_names_and_inlined_calls_as_frames():
 
 
 def test_mappings_are_honest_and_every_location_has_one():
-    p = raw(cxx()[0])
+    p = h.decode(cxx()[0])
     for lid, (address, mapping, lines) in p.locations.items():
         h.check(mapping in p.mappings, f"location {lid} at {address:#x} has no mapping")
     _, own = p.mapping_of(CXX_BINARY)
-    h.check_equal(own["build_id"], build_id_of(CXX_BINARY), "cxx_symbols build ID")
+    h.check_equal(own.build_id, build_id_of(CXX_BINARY), "cxx_symbols build ID")
     # _start comes from crt1.o, which has no line information: no [FL]
-    h.check("[FN]" in own["flags"], f"cxx_symbols mapping flags {own['flags']}")
+    h.check("[FN]" in own.flags, f"cxx_symbols mapping flags {own.flags}")
     for m in p.mappings.values():
-        if "libstdc++" in m["file"] and not os.path.exists(
-                f"/usr/lib/debug/.build-id/{m['build_id'][:2]}/{m['build_id'][2:]}.debug"):
-            h.check("[FL]" not in m["flags"] and "[IN]" not in m["flags"],
-                    f"libstdc++ has no debug file, yet flags {m['flags']}")
-        if m["file"].startswith("/"):
-            h.check(m["build_id"] != "", f"mapping of {m['file']} without build ID")
+        if "libstdc++" in m.file and not os.path.exists(
+                f"/usr/lib/debug/.build-id/{m.build_id[:2]}/{m.build_id[2:]}.debug"):
+            h.check("[FL]" not in m.flags and "[IN]" not in m.flags,
+                    f"libstdc++ has no debug file, yet flags {m.flags}")
+        if m.file.startswith("/"):
+            h.check(m.build_id != "", f"mapping of {m.file} without build ID")
 
 
 def upstream_pprof(body, *flags):
@@ -297,14 +232,14 @@ def upstream_pprof(body, *flags):
 
 def test_symbolize_0_serves_addresses_that_pprof_names_alike():
     named, bare = cxx()
-    p = raw(bare)
+    p = h.decode(bare)
     for lid, (address, mapping, lines) in p.locations.items():
         h.check(not lines, f"symbolize=0: location {lid} has lines {lines}")
         h.check(mapping in p.mappings, f"symbolize=0: location {lid} has no mapping")
-    h.check(all(m["flags"] == "" for m in p.mappings.values()),
-            f"symbolize=0: mappings claim symbols:\n{p.text}")
+    h.check(all(m.flags == "" for m in p.mappings.values()),
+            f"symbolize=0: mappings claim symbols:\n{p.raw}")
     # pprof finds the binaries by their paths and checks their build IDs.
-    theirs, ours = Raw(upstream_pprof(bare, "-raw")), raw(named)
+    theirs, ours = h.parse_raw(upstream_pprof(bare, "-raw")), h.decode(named)
     mid, _ = ours.mapping_of(CXX_BINARY)
     by_address = {a: lines for a, _, lines in theirs.locations.values()}
     names_ours, names_theirs = set(), set()
@@ -369,9 +304,9 @@ def test_stripped_binary_in_its_own_mount_namespace_uses_its_debug_file():
     finally:
         if made_debug_dir:
             os.rmdir("/usr/lib/debug")
-    p = raw(body)
+    p = h.decode(body)
     _, m = p.mapping_of(path)
-    h.check_equal(m["build_id"], build_id, "ns_app build ID")
+    h.check_equal(m.build_id, build_id, "ns_app build ID")
     lines = [ln for _, mp, ls in p.locations.values() for ln in ls]
     label = [ln for ln in lines if ln.name == "shapes::label_all"]
     h.check(label and label[0].file.endswith("cxx_symbols.cpp") and label[0].line > 0,
@@ -386,10 +321,10 @@ def test_binary_with_only_dynsym_is_named_without_files():
     subprocess.run(["strip", binary], check=True)
     with Spawned([binary], "dynsym_app") as w:
         (body,) = profile_of(daemon, w, "")
-    p = raw(body)
+    p = h.decode(body)
     mid, m = p.mapping_of(binary)
-    h.check("[FL]" not in m["flags"] and "[LN]" not in m["flags"] and "[IN]" not in m["flags"],
-            f".dynsym only, yet mapping flags {m['flags']}")
+    h.check("[FL]" not in m.flags and "[LN]" not in m.flags and "[IN]" not in m.flags,
+            f".dynsym only, yet mapping flags {m.flags}")
     names = {ln.name for _, mp, ls in p.locations.values() if mp == mid for ln in ls}
     for want in ("shapes::label_all", "main"):
         h.check(want in names, f"{want} not named from .dynsym: {names}")
@@ -403,9 +338,9 @@ def test_binary_deleted_after_start_is_still_named():
     with Spawned([binary], "deleted_app") as w:
         os.unlink(binary)
         (body,) = profile_of(daemon, w, "")
-    p = raw(body)
+    p = h.decode(body)
     _, m = p.mapping_of(binary)
-    h.check_equal(m["build_id"], "a11ce5ec0000000000000000000000000000ee03", "deleted_app build ID")
+    h.check_equal(m.build_id, "a11ce5ec0000000000000000000000000000ee03", "deleted_app build ID")
     lines = [ln for _, _, ls in p.locations.values() for ln in ls]
     label = [ln for ln in lines if ln.name == "shapes::label_all"]
     h.check(label and label[0].file.endswith("cxx_symbols.cpp"),

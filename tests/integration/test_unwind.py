@@ -40,7 +40,6 @@ profile's mappings).
 
 import atexit
 import os
-import re
 import shutil
 import subprocess
 import tempfile
@@ -253,57 +252,22 @@ class OurSample:
         return f"{self.values}: " + " <- ".join(map(repr, self.frames))
 
 
-_RAW_SAMPLE = re.compile(r"^\s*(-?\d+(?:\s+-?\d+)*):((?:\s+\d+)*)\s*$")
-_RAW_LOCATION = re.compile(r"^\s*(\d+): (0x[0-9a-fA-F]+)(?: M=(\d+))?(?: \[F\])?(.*)$")
-_RAW_MAPPING = re.compile(r"^(\d+): (0x[0-9a-f]+)/(0x[0-9a-f]+)/(0x[0-9a-f]+) (\S*)")
-_RAW_LINE = re.compile(r"^(.*) (\S*):(-?\d+) s=(-?\d+)")
-
-
-def samples_with_addresses(raw):
-    """The samples of `go tool pprof -raw` output with each frame's address,
-    file and offset (h.parse_raw keeps names only)."""
-    section, refs, locs, maps = "header", [], {}, {}
-    for line in raw.splitlines():
-        if section == "header":
-            if line == "Samples:":
-                section = "types"
-        elif section == "types":
-            section = "samples"
-        elif section == "samples":
-            if line == "Locations":
-                section = "locations"
-            else:
-                m = _RAW_SAMPLE.match(line)
-                if m:
-                    refs.append(([int(v) for v in m.group(1).split()],
-                                 [int(i) for i in m.group(2).split()]))
-        elif section == "locations":
-            if line == "Mappings":
-                section = "mappings"
-                continue
-            m = _RAW_LOCATION.match(line)
-            if m is None:
-                continue  # an inlined line of the previous location
-            rest = m.group(4).strip()
-            lm = _RAW_LINE.match(rest)
-            name = lm.group(1) if lm else (rest or None)
-            locs[int(m.group(1))] = (int(m.group(2), 16), int(m.group(3) or 0), name)
-        elif section == "mappings":
-            m = _RAW_MAPPING.match(line)
-            if m:
-                maps[int(m.group(1))] = (int(m.group(2), 16), int(m.group(3), 16),
-                                         int(m.group(4), 16), os.path.basename(m.group(5)))
-    h.check(section == "mappings", f"pprof -raw output ended in section {section!r}:\n{raw}")
+def our_samples(profile_bytes):
+    """The samples of a profile with each frame's address, file and offset
+    (h.Sample keeps locations; this adds where each is in its file)."""
+    p = h.decode(profile_bytes)
     samples = []
-    for values, ids in refs:
+    for s in p.samples:
         frames = []
-        for i in ids:
-            h.check(i in locs, f"sample refers to location {i}, which -raw does not list")
-            address, mapping, name = locs[i]
-            start, _, offset, file = maps.get(mapping, (0, 0, 0, None))
-            frames.append(OurFrame(address, file,
-                                   address - start + offset if file else -1, name))
-        samples.append(OurSample(values, frames))
+        for loc in s.locations:
+            name = loc.lines[0].name if loc.lines else None
+            m = p.mappings.get(loc.mapping)
+            if m is None:
+                frames.append(OurFrame(loc.address, None, -1, name))
+            else:
+                frames.append(OurFrame(loc.address, os.path.basename(m.file),
+                                       loc.address - m.start + m.offset, name))
+        samples.append(OurSample(s.values, frames))
     return samples
 
 
@@ -339,7 +303,7 @@ def matching_frames(ours, theirs):
 
 def metrics(daemon):
     """The heapprofd_unwind_* values of /metrics: {name: value}."""
-    return h.metrics(daemon, "heapprofd_unwind_")
+    return {k: v for k, v in daemon.metrics().items() if k.startswith("heapprofd_unwind_")}
 
 
 def print_metrics(what, values):
@@ -356,17 +320,22 @@ def check_walked_with_tables(values, at_least, what):
 
 # --- Fixtures ------------------------------------------------------------------
 
-def profile_workload():
-    """The unwind workload under heapprofd --sample-interval 1: (samples with
-    addresses, unwind metrics)."""
-    with h.Daemon("--sample-interval", "1") as d, h.Workload(WORKLOAD) as w:
+def profile_under_heapprofd(argv, interval, endpoint):
+    """Workload argv, run once under heapprofd --sample-interval `interval`:
+    (its profile from `endpoint` as samples with addresses, unwind metrics)."""
+    with h.Daemon("--sample-interval", str(interval)) as d, h.Workload(*argv) as w:
         d.profile(f"/debug/pprof/heap?pid={w.pid}")  # attaches; may be empty
         w.run()
-        body = d.profile(f"/debug/pprof/heap?pid={w.pid}")
+        body = d.profile(f"/debug/pprof/{endpoint}?pid={w.pid}")
         w.finish()
         values = metrics(d)
         d.check_alive()
-    return samples_with_addresses(h.pprof(body, "-raw")), values
+    return our_samples(body), values
+
+
+def profile_workload():
+    """The unwind workload under heapprofd --sample-interval 1."""
+    return profile_under_heapprofd([WORKLOAD], 1, "heap")
 
 
 def gdb_workload():
@@ -391,18 +360,9 @@ def python_argv(count):
 
 
 def profile_python():
-    """python3 running allocate_here under heapprofd at PY_INTERVAL: (samples
-    with addresses, unwind metrics)."""
-    argv = python_argv(PY_COUNT_PROFILED)
+    """python3 running allocate_here under heapprofd at PY_INTERVAL, its allocs profile."""
     # An absolute path as the workload name: os.path.join keeps it as it is.
-    with h.Daemon("--sample-interval", str(PY_INTERVAL)) as d, h.Workload(*argv) as w:
-        d.profile(f"/debug/pprof/heap?pid={w.pid}")  # attaches
-        w.run()
-        body = d.profile(f"/debug/pprof/allocs?pid={w.pid}")
-        w.finish()
-        values = metrics(d)
-        d.check_alive()
-    return samples_with_addresses(h.pprof(body, "-raw")), values
+    return profile_under_heapprofd(python_argv(PY_COUNT_PROFILED), PY_INTERVAL, "allocs")
 
 
 def gdb_python():

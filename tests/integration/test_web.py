@@ -12,7 +12,6 @@ import json
 import os
 import subprocess
 import tempfile
-import time
 
 import heapprof_harness as h
 
@@ -39,15 +38,15 @@ def _check_tools():
 def _wait_until_all_older_than(d, pid, seconds):
     """Polls the leak view until every kept block is at least `seconds` old."""
     want = sum(h.EXACT_EXPECTED[f][3] for f in KEPT)
-    deadline = time.monotonic() + 10 + seconds
-    while True:
+    got = [0]
+
+    def all_old():
         body = d.profile(f"/debug/pprof/heap?pid={pid}&min_age={seconds}s&format=folded")
-        got = sum(int(l.rpartition(" ")[2]) for l in body.decode().splitlines())
-        if got == want:
-            return
-        h.check(time.monotonic() < deadline,
-                f"the leak view of min_age={seconds}s shows {got} bytes, not {want}, after waiting")
-        time.sleep(0.2)
+        got[0] = sum(int(l.rpartition(" ")[2]) for l in body.decode().splitlines())
+        return got[0] == want
+
+    d.wait_until(all_old, 10 + seconds,
+                 lambda: f"the leak view of min_age={seconds}s shows {got[0]} bytes, not {want}")
 
 
 def _names(frames):

@@ -222,62 +222,74 @@ static void lines_and_inlined_calls_match_addr2line(void)
     symbolizer_close(z);
 }
 
-static void stripped_file_finds_its_debug_file_by_build_id_in_its_root(void)
+/*
+ * Runs `setup` (a shell command with DIR as its one %s) to strip a copy of
+ * prog and put its debug information aside, opens the copy `file` as seen
+ * in root DIR/`root` at path `as` (NULL: where it is), and checks that its
+ * call sites are named as addr2line names prog's, from a debug file whose
+ * path holds `debug_path`.
+ */
+static void check_named_from_debug_file(const char *setup, const char *file, const char *root,
+                                        const char *as, const char *debug_path)
 {
     uint64_t pcs[MAX_SITES];
-    char bin[PATH_MAX];
+    char bin[PATH_MAX], root_path[PATH_MAX];
     snprintf(bin, sizeof(bin), "%s/prog", dir);
     size_t n = call_sites(bin, pcs, MAX_SITES);
-    /* root/usr/lib/debug/.build-id/xx/yyyy.debug, as the process's root has it */
-    CHECK_INT_EQ(sh("cd %s && id=$(readelf -n prog | sed -n 's/.*Build ID: //p') && "
-                    "mkdir -p root/usr/lib/debug/.build-id/${id%%${id#??}} && "
-                    "objcopy --only-keep-debug prog "
-                    "root/usr/lib/debug/.build-id/${id%%${id#??}}/${id#??}.debug && "
-                    "strip -o stripped prog",
-                    dir),
-                 0);
-    char root[PATH_MAX];
-    snprintf(root, sizeof(root), "%s/root", dir);
-    struct symbolizer *z = open_in("stripped", root, "/opt/app/prog");
+    CHECK_INT_EQ(sh(setup, dir), 0);
+    snprintf(root_path, sizeof(root_path), "%s%s%s", root[0] ? dir : "", root[0] ? "/" : "", root);
+    struct symbolizer *z = open_in(file, root_path, as);
     if (!z)
         return;
     check_against_addr2line(z, bin, pcs, n);
-    CHECK(strstr(symbolizer_debug_path(z), "/usr/lib/debug/.build-id/") != NULL);
+    if (!strstr(symbolizer_debug_path(z), debug_path)) {
+        fprintf(stderr, "%s:%d: debug file of %s is \"%s\", not under \"%s\"\n", __FILE__, __LINE__,
+                file, symbolizer_debug_path(z), debug_path);
+        check_failures++;
+    }
     symbolizer_close(z);
+}
+
+static void stripped_file_finds_its_debug_file_by_build_id_in_its_root(void)
+{
+    /* root/usr/lib/debug/.build-id/xx/yyyy.debug, as the process's root has it */
+    check_named_from_debug_file("cd %s && id=$(readelf -n prog | sed -n 's/.*Build ID: //p') && "
+                                "mkdir -p root/usr/lib/debug/.build-id/${id%%${id#??}} && "
+                                "objcopy --only-keep-debug prog "
+                                "root/usr/lib/debug/.build-id/${id%%${id#??}}/${id#??}.debug && "
+                                "strip -o stripped prog",
+                                "stripped", "root", "/opt/app/prog", "/usr/lib/debug/.build-id/");
 }
 
 static void stripped_file_finds_its_debug_file_by_debuglink(void)
 {
-    uint64_t pcs[MAX_SITES];
-    char bin[PATH_MAX];
-    snprintf(bin, sizeof(bin), "%s/prog", dir);
-    size_t n = call_sites(bin, pcs, MAX_SITES);
-    CHECK_INT_EQ(sh("cd %s && mkdir -p linked/.debug && objcopy --only-keep-debug prog "
-                    "linked/.debug/prog.dbg && strip -o linked/prog prog && "
-                    "cd linked && objcopy --add-gnu-debuglink=.debug/prog.dbg prog",
-                    dir),
-                 0);
     /* The link holds the base name only, found in DIR/.debug/. */
-    struct symbolizer *z = open_in("linked/prog", "", NULL);
-    if (!z)
-        return;
-    check_against_addr2line(z, bin, pcs, n);
-    CHECK(strstr(symbolizer_debug_path(z), "linked/.debug/prog.dbg") != NULL);
-    symbolizer_close(z);
+    check_named_from_debug_file("cd %s && mkdir -p linked/.debug && objcopy --only-keep-debug prog "
+                                "linked/.debug/prog.dbg && strip -o linked/prog prog && "
+                                "cd linked && objcopy --add-gnu-debuglink=.debug/prog.dbg prog",
+                                "linked/prog", "", NULL, "linked/.debug/prog.dbg");
+}
+
+/* Runs `setup` (a shell command with DIR as its one %s) to build DIR/`file`,
+ * finds its call sites (into pcs, *n of them) and opens it; NULL on failure. */
+static struct symbolizer *build_and_open(const char *setup, const char *file, uint64_t *pcs,
+                                         size_t *n)
+{
+    char bin[PATH_MAX];
+    CHECK_INT_EQ(sh(setup, dir), 0);
+    snprintf(bin, sizeof(bin), "%s/%s", dir, file);
+    *n = call_sites(bin, pcs, MAX_SITES);
+    return open_in(file, "", NULL);
 }
 
 static void dynsym_alone_names_functions_without_files(void)
 {
     uint64_t pcs[MAX_SITES];
-    CHECK_INT_EQ(sh("cd %s && g++ -O1 -g -rdynamic -fno-omit-frame-pointer "
-                    "-Wl,--build-id=0x1111222233334444 -o exported prog.cc && "
-                    "strip -o exported.stripped exported",
-                    dir),
-                 0);
-    char bin[PATH_MAX];
-    snprintf(bin, sizeof(bin), "%s/exported.stripped", dir);
-    size_t n = call_sites(bin, pcs, MAX_SITES);
-    struct symbolizer *z = open_in("exported.stripped", "", NULL);
+    size_t n;
+    struct symbolizer *z = build_and_open("cd %s && g++ -O1 -g -rdynamic -fno-omit-frame-pointer "
+                                          "-Wl,--build-id=0x1111222233334444 -o exported prog.cc "
+                                          "&& strip -o exported.stripped exported",
+                                          "exported.stripped", pcs, &n);
     if (!z)
         return;
     int with_file = 1;
@@ -290,20 +302,17 @@ static void dynsym_alone_names_functions_without_files(void)
 static void minidebuginfo_names_local_functions(void)
 {
     uint64_t pcs[MAX_SITES];
+    size_t n;
     /* Like distributions make it: the function symbols .dynsym lacks, in an
      * xz-compressed ELF file in the .gnu_debugdata section. */
-    CHECK_INT_EQ(sh("cd %s && g++ -O1 -g -fno-omit-frame-pointer "
-                    "-Wl,--build-id=0x5555666677778888 -o mini prog.cc && "
-                    "nm mini --format=posix --defined-only | awk '$2 ~ /[TtWw]/ {print $1}' "
-                    "> keep && objcopy -S --keep-symbols=keep --remove-section .comment "
-                    "mini mini.syms && xz -f mini.syms && strip -o mini.stripped mini && "
-                    "objcopy --add-section .gnu_debugdata=mini.syms.xz mini.stripped",
-                    dir),
-                 0);
-    char bin[PATH_MAX];
-    snprintf(bin, sizeof(bin), "%s/mini.stripped", dir);
-    size_t n = call_sites(bin, pcs, MAX_SITES);
-    struct symbolizer *z = open_in("mini.stripped", "", NULL);
+    struct symbolizer *z = build_and_open(
+        "cd %s && g++ -O1 -g -fno-omit-frame-pointer -Wl,--build-id=0x5555666677778888 "
+        "-o mini prog.cc && nm mini --format=posix --defined-only | "
+        "awk '$2 ~ /[TtWw]/ {print $1}' > keep && objcopy -S --keep-symbols=keep "
+        "--remove-section .comment mini mini.syms && xz -f mini.syms && "
+        "strip -o mini.stripped mini && "
+        "objcopy --add-section .gnu_debugdata=mini.syms.xz mini.stripped",
+        "mini.stripped", pcs, &n);
     if (!z)
         return;
     int with_file = 1;

@@ -36,21 +36,12 @@ void *memalign_ptrs[N_MEMALIGN];
 void *aligned_ptrs[N_ALIGNED];
 void *reallocarray_ptrs[N_REALLOCARRAY];
 
-/* Writes one byte of p through a volatile pointer; exits if p is NULL. */
-static void touch(void *p, size_t size)
-{
-    if (p == NULL)
-        handshake_die("exact: allocation failed");
-    ((volatile char *)p)[0] = 1;
-    ((volatile char *)p)[size - 1] = 2;
-}
-
 /* 1000 x malloc(100), kept: 1000 objects, 100000 bytes. */
 __attribute__((noinline)) void alloc_small(void)
 {
     for (int i = 0; i < N_SMALL; i++) {
         small_ptrs[i] = malloc(100);
-        touch(small_ptrs[i], 100);
+        handshake_touch(small_ptrs[i], 100);
     }
 }
 
@@ -59,7 +50,7 @@ __attribute__((noinline)) void alloc_big(void)
 {
     for (int i = 0; i < N_BIG; i++) {
         big_ptrs[i] = malloc(100000);
-        touch(big_ptrs[i], 100000);
+        handshake_touch(big_ptrs[i], 100000);
     }
 }
 
@@ -68,7 +59,7 @@ __attribute__((noinline)) void alloc_freed(void)
 {
     for (int i = 0; i < N_FREED; i++) {
         freed_ptrs[i] = malloc(64);
-        touch(freed_ptrs[i], 64);
+        handshake_touch(freed_ptrs[i], 64);
     }
     for (int i = 0; i < N_FREED; i++) {
         free(freed_ptrs[i]);
@@ -81,7 +72,7 @@ __attribute__((noinline)) void alloc_calloc(void)
 {
     for (int i = 0; i < N_CALLOC; i++) {
         calloc_ptrs[i] = calloc(4, 50);
-        touch(calloc_ptrs[i], 200);
+        handshake_touch(calloc_ptrs[i], 200);
     }
 }
 
@@ -93,10 +84,10 @@ __attribute__((noinline)) void alloc_realloc(void)
 {
     for (int i = 0; i < N_REALLOC; i++) {
         void *p = malloc(10);
-        touch(p, 10);
+        handshake_touch(p, 10);
         realloc_ptrs[i] = p;
         p = realloc(realloc_ptrs[i], 300);
-        touch(p, 300);
+        handshake_touch(p, 300);
         realloc_ptrs[i] = p;
     }
 }
@@ -106,7 +97,7 @@ __attribute__((noinline)) void alloc_realloc_null(void)
 {
     for (int i = 0; i < N_REALLOC_NULL; i++) {
         realloc_null_ptrs[i] = realloc(NULL, 128);
-        touch(realloc_null_ptrs[i], 128);
+        handshake_touch(realloc_null_ptrs[i], 128);
     }
 }
 
@@ -116,7 +107,7 @@ __attribute__((noinline)) void alloc_posix_memalign(void)
     for (int i = 0; i < N_MEMALIGN; i++) {
         if (posix_memalign(&memalign_ptrs[i], 64, 256) != 0)
             handshake_die("exact: posix_memalign failed");
-        touch(memalign_ptrs[i], 256);
+        handshake_touch(memalign_ptrs[i], 256);
     }
 }
 
@@ -125,7 +116,7 @@ __attribute__((noinline)) void alloc_aligned(void)
 {
     for (int i = 0; i < N_ALIGNED; i++) {
         aligned_ptrs[i] = aligned_alloc(64, 512);
-        touch(aligned_ptrs[i], 512);
+        handshake_touch(aligned_ptrs[i], 512);
     }
 }
 
@@ -134,7 +125,7 @@ __attribute__((noinline)) void alloc_reallocarray(void)
 {
     for (int i = 0; i < N_REALLOCARRAY; i++) {
         reallocarray_ptrs[i] = reallocarray(NULL, 8, 16);
-        touch(reallocarray_ptrs[i], 128);
+        handshake_touch(reallocarray_ptrs[i], 128);
     }
 }
 

@@ -29,20 +29,12 @@
 void *before_ptrs[N_BEFORE];
 void *after_ptrs[N_AFTER];
 
-/* Writes the first byte of p; exits if p is NULL. */
-static void touch(void *p)
-{
-    if (p == NULL)
-        handshake_die("execs: allocation failed");
-    ((volatile char *)p)[0] = 1;
-}
-
 /* 100 x malloc(700), kept until the exec. */
 __attribute__((noinline)) void before_exec_alloc(void)
 {
     for (int i = 0; i < N_BEFORE; i++) {
         before_ptrs[i] = malloc(SIZE_BEFORE);
-        touch(before_ptrs[i]);
+        handshake_touch(before_ptrs[i], SIZE_BEFORE);
     }
 }
 
@@ -51,7 +43,7 @@ __attribute__((noinline)) void after_exec_alloc(void)
 {
     for (int i = 0; i < N_AFTER; i++) {
         after_ptrs[i] = malloc(SIZE_AFTER);
-        touch(after_ptrs[i]);
+        handshake_touch(after_ptrs[i], SIZE_AFTER);
     }
 }
 

@@ -30,21 +30,12 @@ void *round1_ptrs[N_ROUND1];
 void *round2_ptrs[N_ROUND2];
 void *round3_ptrs[N_ROUND3];
 
-/* Writes the first and last byte of p; exits if p is NULL. */
-static void touch(void *p, size_t size)
-{
-    if (p == NULL)
-        handshake_die("rounds: allocation failed");
-    ((volatile char *)p)[0] = 1;
-    ((volatile char *)p)[size - 1] = 2;
-}
-
 /* 300 x malloc(1000), kept. */
 __attribute__((noinline)) void round1_alloc(void)
 {
     for (int i = 0; i < N_ROUND1; i++) {
         round1_ptrs[i] = malloc(SIZE_ROUND1);
-        touch(round1_ptrs[i], SIZE_ROUND1);
+        handshake_touch(round1_ptrs[i], SIZE_ROUND1);
     }
 }
 
@@ -62,7 +53,7 @@ __attribute__((noinline)) void round2_alloc(void)
 {
     for (int i = 0; i < N_ROUND2; i++) {
         round2_ptrs[i] = malloc(SIZE_ROUND2);
-        touch(round2_ptrs[i], SIZE_ROUND2);
+        handshake_touch(round2_ptrs[i], SIZE_ROUND2);
     }
 }
 
@@ -84,7 +75,7 @@ __attribute__((noinline)) void round3_alloc(void)
 {
     for (int i = 0; i < N_ROUND3; i++) {
         round3_ptrs[i] = calloc(10, 100);
-        touch(round3_ptrs[i], 1000);
+        handshake_touch(round3_ptrs[i], 1000);
     }
 }
 

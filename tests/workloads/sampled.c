@@ -27,21 +27,12 @@ void *blocks_4k[N_4K];
 /* The last short-lived block, written so its allocation cannot be elided. */
 void *volatile last_block;
 
-/* Writes the first and last byte of p; exits if p is NULL. */
-static void touch(void *p, size_t size)
-{
-    if (p == NULL)
-        handshake_die("sampled: allocation failed");
-    ((volatile char *)p)[0] = 1;
-    ((volatile char *)p)[size - 1] = 2;
-}
-
 /* 200000 x malloc(4096), then frees every other one: 100000 stay in use. */
 __attribute__((noinline)) void alloc_4k(void)
 {
     for (int i = 0; i < N_4K; i++) {
         blocks_4k[i] = malloc(SIZE_4K);
-        touch(blocks_4k[i], SIZE_4K);
+        handshake_touch(blocks_4k[i], SIZE_4K);
     }
     for (int i = 0; i < N_4K; i += 2) {
         free(blocks_4k[i]);
@@ -54,7 +45,7 @@ __attribute__((noinline)) void alloc_1m(void)
 {
     for (int i = 0; i < N_1M; i++) {
         last_block = malloc(SIZE_1M);
-        touch(last_block, SIZE_1M);
+        handshake_touch(last_block, SIZE_1M);
         free(last_block);
     }
 }
@@ -64,7 +55,7 @@ __attribute__((noinline)) void alloc_tiny(void)
 {
     for (int i = 0; i < N_TINY; i++) {
         last_block = malloc(SIZE_TINY);
-        touch(last_block, SIZE_TINY);
+        handshake_touch(last_block, SIZE_TINY);
         free(last_block);
     }
 }
