@@ -10,8 +10,10 @@
  * deeper stacks are rare outside runaway recursion. */
 #define HP_MAX_FRAMES 127
 
-/* Distinct stacks across all profiled processes. A stack costs ~1 KiB and
- * the map allocates on use, so the cap bounds kernel memory to ~64 MiB. */
+/* Distinct stacks across all profiled processes. A stack is 1 KiB of
+ * frames, which with its key and the map's header the kernel allocates
+ * from its 2 KiB size class; the map allocates on use, so the cap bounds
+ * kernel memory to ~128 MiB (measured: 128.5 MiB for 65536 stacks). */
 #define HP_MAX_STACKS 65536
 
 /* Distinct (process, stack) pairs with counts: 48 bytes each, preallocated. */
@@ -38,9 +40,10 @@
 /* Processes profiled at once. */
 #define HP_MAX_TARGETS 1024
 
-/* Unwind table rows across all loaded files: 12 bytes each, preallocated,
- * so 24 MiB. Tables take about 21,000-24,000 rows per MiB of code
- * (libc.so.6: 28,274 rows for 1.3 MiB; python3: 64,575 for 2.7 MiB; see
+/* Unwind table rows across all loaded files: 12 bytes each, which the
+ * kernel's array map stores 16 bytes apart, preallocated: 32 MiB. Tables
+ * take about 21,000-24,000 rows per MiB of code (libc.so.6: 28,274 rows
+ * for 1.3 MiB; python3: 64,575 for 2.7 MiB; see
  * tests/bench/unwind_table_bench), so this holds ~85 MiB of code: libc,
  * a large program and dozens of libraries. A file whose table does not fit
  * is unwound by frame pointers, counted in /metrics. */

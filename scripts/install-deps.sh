@@ -2,16 +2,21 @@
 # install-deps.sh - installs the Debian 12 packages heapprofd needs to build,
 # run and test (systemd: systemd-analyze for the ctest systemd.unit; chromium
 # and prometheus for the tests of the web page and /metrics with real
-# clients; node, OpenJDK, musl and busybox-static for test_runtimes.py), and
-# the npm packages of web/package-lock.json (pinned, with integrity hashes)
-# into web/node_modules: playwright-core and pprof-format
-# for those tests. The daemon's build needs no npm: the viewer it serves is
-# vendored in third_party/.
+# clients; the man page, the .deb and its tests: help2man, dpkg-dev with file
+# for CPack's dpkg-shlibdeps, lintian, man-db, python3-yaml and
+# python3-kubernetes for the DaemonSet's checks, run by Debian's
+# /usr/bin/python3; node, OpenJDK, musl and busybox-static for
+# test_runtimes.py), and the npm packages of web/package-lock.json (pinned,
+# with integrity hashes) into web/node_modules: playwright-core and
+# pprof-format for those tests. The daemon's build needs no npm: the viewer
+# it serves is vendored in third_party/.
 # Safe to run again: apt skips what is already there.
 set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
-apt-get install -y -qq --no-install-recommends \
+# Waits for dpkg's lock rather than failing: another session's apt, or the
+# package test's dpkg -i (tests/package), may hold it for a while.
+apt-get install -y -qq --no-install-recommends -o DPkg::Lock::Timeout=600 \
     build-essential cmake pkg-config clang bpftool \
     libbpf-dev libelf-dev libdw-dev libmicrohttpd-dev zlib1g-dev \
     golang-go python3 curl gdb binutils libjemalloc2 libtcmalloc-minimal4 libmimalloc2.0 \
@@ -19,11 +24,14 @@ apt-get install -y -qq --no-install-recommends \
     systemd \
     libiberty-dev xz-utils golang-github-google-pprof-dev \
     libclang-rt-14-dev llvm \
-    chromium prometheus >/dev/null # libFuzzer and ASan for clang; llvm-symbolizer
+    chromium prometheus \
+    help2man dpkg-dev file lintian man-db python3-yaml python3-kubernetes \
+    >/dev/null # libclang-rt-14-dev, llvm: libFuzzer and ASan for clang; llvm-symbolizer
 # Node.js and npm: Debian's, unless a node is installed already (the image
 # may carry a newer one whose package conflicts with Debian's npm).
 if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
-    apt-get install -y -qq --no-install-recommends nodejs npm >/dev/null
+    apt-get install -y -qq --no-install-recommends -o DPkg::Lock::Timeout=600 \
+        nodejs npm >/dev/null
 fi
 # The test tools from npm, again only when the lock file changed.
 web="$(dirname "$0")/../web"

@@ -58,8 +58,9 @@ cmp -s "$tmp/source.rest" "$tmp/installed.rest" ||
 grep -q '^ExecStart=/usr/local/sbin/heapprofd --config /etc/heapprofd/heapprofd.conf$' "$source_unit" ||
     fail "the source unit's ExecStart= is not /usr/local/sbin/heapprofd (the default install prefix)"
 
-# systemd-analyze verify: no complaint about our unit at all.
-if ! systemd-analyze verify "$unit" >"$tmp/verify.log" 2>&1; then
+# systemd-analyze verify: no complaint about our unit at all. It also runs
+# `man heapprofd(8)` for Documentation=: the page installed in the prefix.
+if ! MANPATH="$prefix/share/man" systemd-analyze verify "$unit" >"$tmp/verify.log" 2>&1; then
     fail "systemd-analyze verify failed: $(cat "$tmp/verify.log")"
 elif grep -q 'heapprofd' "$tmp/verify.log"; then
     fail "systemd-analyze verify complained: $(cat "$tmp/verify.log")"
