@@ -54,6 +54,12 @@
  * this unwind the rest by frame pointers. */
 #define HP_MAX_UNWIND_MAPPINGS 256
 
+/* Bytes of the main thread's stack above main's caller that the C
+ * runtime's start code takes: musl's _start and libc_start_main_stage2
+ * take 48 to 56 (a return address, four saved registers, alignment).
+ * A walk that cannot go on this close to the stack's start has ended. */
+#define HP_START_CODE_BYTES 64
+
 /* Steps of the binary search over one table: 2^22 rows at most. */
 #define HP_UNWIND_SEARCH_STEPS 22
 

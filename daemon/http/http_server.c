@@ -105,6 +105,8 @@ static unsigned status_of(int e)
     case -EACCES:
     case -EPERM:
         return MHD_HTTP_FORBIDDEN;
+    case -ENOEXEC: /* it exists, but has nothing we can probe (a stripped static binary) */
+        return MHD_HTTP_UNPROCESSABLE_CONTENT;
     case -ENOSPC:
     case -EDQUOT:
     case -EAGAIN:

@@ -1,6 +1,7 @@
 /*
- * proc_info.c - reads a process's start time, name and executable from
- * /proc, and names the paths of its mapped files (see proc_info.h).
+ * proc_info.c - reads a process's start time, name, executable and
+ * namespaced pid from /proc, and names the paths of its mapped files (see
+ * proc_info.h).
  */
 #include "proc_info.h"
 
@@ -60,6 +61,36 @@ int proc_comm(pid_t pid, char *buf, size_t len)
     if (e)
         return e;
     buf[strcspn(buf, "\n")] = '\0';
+    return 0;
+}
+
+int proc_ns_pid(pid_t pid, pid_t *ns_pid)
+{
+    char buf[4096];
+    int e = read_proc_file(pid, "status", buf, sizeof(buf));
+    if (e)
+        return e;
+    const char *p = strstr(buf, "\nNSpid:");
+    if (!p) {
+        *ns_pid = pid; /* kernels before 4.1 have no NSpid: one namespace */
+        return 0;
+    }
+    /* "NSpid:\t42\t7": the last is the innermost namespace's. */
+    p += strlen("\nNSpid:");
+    size_t len = strcspn(p, "\n");
+    const char *last = p + len;
+    while (last > p && last[-1] >= '0' && last[-1] <= '9')
+        last--;
+    char digits[16];
+    size_t n = (size_t)(p + len - last);
+    if (n == 0 || n >= sizeof(digits))
+        return -EINVAL;
+    memcpy(digits, last, n);
+    digits[n] = '\0';
+    uint64_t v;
+    if (parse_u64(digits, 1, HP_MAX_PID, &v) != 0)
+        return -EINVAL;
+    *ns_pid = (pid_t)v;
     return 0;
 }
 

@@ -1,7 +1,8 @@
 /*
  * proc_info.h - small facts about a process from /proc: its start time
  * (which tells a reused pid from the process we attached to), its name,
- * its executable, and the paths that open the files it maps.
+ * its executable, the paths that open the files it maps, and its pid
+ * inside its own pid namespace.
  */
 #ifndef HEAPPROF_PROC_INFO_H
 #define HEAPPROF_PROC_INFO_H
@@ -16,6 +17,10 @@
 int proc_start_time(pid_t pid, uint64_t *ticks);
 /* The command name (/proc/PID/comm, without newline); -ESRCH if gone. */
 int proc_comm(pid_t pid, char *buf, size_t len);
+
+/* The pid the process has in its own pid namespace (the last NSpid of
+ * /proc/PID/status): what it calls itself, e.g. in /tmp/perf-PID.map. */
+int proc_ns_pid(pid_t pid, pid_t *ns_pid);
 
 /* The executable's path as the process sees it (the target of
  * /proc/PID/exe, without the " (deleted)" of an unlinked file); -errno. */

@@ -82,6 +82,8 @@ int profile_request_answer(struct daemon_ctx *ctx, const struct profile_query *q
     int e = q->pid ? attach_for(ctx, q, who, err, errlen) : 0;
     if (e == -ESRCH && may_read_kept(q, who))
         return answer_exited(ctx, q, default_alloc, out, err, errlen);
+    if (e == -ENOEXEC) /* not the caller's mistake: the operator should hear of it */
+        fprintf(stderr, "heapprofd: %s\n", err);
     if (e)
         return e;
 

@@ -380,13 +380,17 @@ class Workload:
     context manager it is killed on the way out if still running.
     """
 
-    def __init__(self, name, *args, env=None):
-        path = os.path.join(WORKLOADS, name)
-        check(os.access(path, os.X_OK), f"workload {path} is not built")
+    def __init__(self, name, *args, env=None, command=None):
+        """Starts workload `name` with args, or, given `command` (an argv),
+        that program under the name `name` (a script in a runtime)."""
+        if command is None:
+            path = os.path.join(WORKLOADS, name)
+            check(os.access(path, os.X_OK), f"workload {path} is not built")
+            command = [path] + [str(a) for a in args]
         full_env = dict(os.environ)
         full_env.update(env or {})
         self.name = name
-        self.proc = subprocess.Popen([path] + [str(a) for a in args], env=full_env,
+        self.proc = subprocess.Popen(command, env=full_env,
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE)
         self._lines = queue.Queue()
         threading.Thread(target=self._read_stdout, daemon=True).start()
