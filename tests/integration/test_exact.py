@@ -4,7 +4,10 @@ function must equal the table below, for every allocator entry point
 (malloc, free, calloc, realloc, realloc(NULL), posix_memalign, aligned_alloc,
 reallocarray), with glibc's allocator and with jemalloc preloaded. Also checks
 the stacks (main calls each function), /debug/pprof/allocs, debug=1 and that
-`go tool pprof -top` and `-traces` read the profiles."""
+`go tool pprof -top` and `-traces` read the profiles; and that glibc's
+functions that jump to one another (reallocarray to realloc to malloc) are
+counted once, at their caller, by threads switched out in the middle of them
+(tests/workloads/tailcalls.c)."""
 
 import re
 
@@ -133,6 +136,46 @@ def test_debug_1_is_the_legacy_text_with_the_same_totals():
     h.check(rate in (1, 2), f"debug=1 header: heap/{rate}, expected heap/2 (Go's 2*R) or heap/1")
 
 
+# tailcalls.c: 8 threads x 3000 rounds of one call of each kind, freed at once:
+#   [alloc_objects, alloc_space, inuse_objects, inuse_space] per leaf.
+TAILCALL_CALLS = 8 * 3000
+TAILCALLS_EXPECTED = {
+    "tail_reallocarray": [TAILCALL_CALLS, TAILCALL_CALLS * 120, 0, 0],
+    "tail_realloc_null": [TAILCALL_CALLS, TAILCALL_CALLS * 200, 0, 0],
+    "tail_malloc": [TAILCALL_CALLS, TAILCALL_CALLS * 72, 0, 0],
+}
+
+
+def profile_tailcalls():
+    """Runs tailcalls under heapprofd --sample-interval 1; returns its
+    decoded allocs profile, taken after `done`."""
+    with h.Daemon("--sample-interval", "1") as d, h.Workload("tailcalls") as w:
+        d.profile(f"/debug/pprof/allocs?pid={w.pid}")  # attaches; may be empty
+        w.run()
+        allocs = d.profile(f"/debug/pprof/allocs?pid={w.pid}")
+        w.finish()
+        d.check_alive()
+    return h.decode(allocs)
+
+
+def test_tail_calls_of_threads_switched_out_mid_call_are_counted_once_at_their_caller():
+    """A leaf in [uprobes] (the return probe's trampoline in place of the
+    caller's return address) or a count off by any call fails."""
+    profile = profile_tailcalls()
+    totals = h.totals_by_leaf(profile.samples)
+    wrong = [f"  {fn}: expected {want}, got {totals.get(fn)}"
+             for fn, want in TAILCALLS_EXPECTED.items() if totals.get(fn) != want]
+    extra = {fn: v for fn, v in totals.items() if fn not in TAILCALLS_EXPECTED and any(v)}
+    bad = [s for s in profile.samples if s.leaf() not in TAILCALLS_EXPECTED and any(s.values)]
+    h.check(not wrong and not extra,
+            f"tailcalls: totals per leaf ({', '.join(VALUE_NAMES)}) differ:\n"
+            + "\n".join(wrong) + f"\nunexpected leaves: {extra}\nsamples with them:\n"
+            + h.describe(bad))
+    callers = [s for s in profile.samples if len(s.frames) < 2 or s.frames[1] != "worker"]
+    h.check(not callers, "tailcalls: samples whose second frame is not worker:\n"
+            + h.describe(callers))
+
+
 def test_jemalloc_is_mapped_in_the_preloaded_workload():
     maps = jemalloc()["maps"]
     h.check("libjemalloc.so" in maps,
@@ -153,6 +196,7 @@ if __name__ == "__main__":
         test_allocs_profile_has_the_same_totals,
         test_allocs_profile_defaults_to_alloc_space,
         test_debug_1_is_the_legacy_text_with_the_same_totals,
+        test_tail_calls_of_threads_switched_out_mid_call_are_counted_once_at_their_caller,
         test_jemalloc_is_mapped_in_the_preloaded_workload,
         test_every_allocator_entry_point_is_counted_exactly_with_jemalloc,
     ])
