@@ -12,7 +12,10 @@
  * [uprobes] (0x7fffffffdfff) or as an allocation counted twice.
  *
  * Each kind of call is made from its own function (the leaf the profile
- * must show), with a size of its own; every block is freed at once. The
+ * must show), with a size of its own; every block is freed at once. One
+ * goes through a function of the program that jumps to malloc
+ * (tailcalls_jump.c), on which test_exact.py puts another tool's return
+ * probe, as it does on one_round, whose return address then hides too. The
  * threads are made before "ready", so that their own allocations are not
  * in the profile: after "go" only the calls below allocate.
  */
@@ -25,13 +28,16 @@
 
 #define WORKERS 8
 #define YIELDERS 4
-#define ROUNDS 3000 /* per worker, of each of the three calls */
+#define ROUNDS 3000 /* per worker, of each of the four calls */
 
 /* Sizes, one per caller (keep in step with test_exact.py). */
 #define REALLOCARRAY_N 3
 #define REALLOCARRAY_M 40 /* 120 bytes */
 #define REALLOC_NULL_SIZE 200
 #define MALLOC_SIZE 72
+#define JUMP_SIZE 56
+
+void *jump_to_malloc(size_t n); /* tailcalls_jump.c: jmp malloc */
 
 static atomic_int started;
 static atomic_int workers_left = WORKERS;
@@ -60,21 +66,35 @@ __attribute__((noinline)) void tail_malloc(void)
     free(p);
 }
 
+/* malloc(56) through jump_to_malloc, which jumps to it. */
+__attribute__((noinline)) void tail_jump(void)
+{
+    void *p = jump_to_malloc(JUMP_SIZE);
+    handshake_touch(p, JUMP_SIZE);
+    free(p);
+}
+
 static void wait_for_go(void)
 {
     while (!atomic_load(&started))
         sched_yield();
 }
 
+/* One call of each kind (a frame of its own, entered after "go"). */
+__attribute__((noinline)) void one_round(void)
+{
+    tail_reallocarray();
+    tail_realloc_null();
+    tail_malloc();
+    tail_jump();
+}
+
 static void *worker(void *arg)
 {
     (void)arg;
     wait_for_go();
-    for (int i = 0; i < ROUNDS; i++) {
-        tail_reallocarray();
-        tail_realloc_null();
-        tail_malloc();
-    }
+    for (int i = 0; i < ROUNDS; i++)
+        one_round();
     atomic_fetch_sub(&workers_left, 1);
     return NULL;
 }
