@@ -199,6 +199,26 @@ def test_another_tool_s_return_probes_hide_no_caller():
                     f"tailcalls with return probes on {OTHER_TOOL_URETPROBES} (perf events)")
 
 
+def test_each_continuation_is_known_on_the_unsampled_path_too():
+    """Nothing sampled (the largest interval): glibc's reallocarray jumps to
+    realloc once per call, and the probes must tell each of these entries
+    from a call of the program although their threads are switched out
+    between the two entries. A miss counts the resize twice down (harmless
+    to the estimates, waits being memoryless, but a sign that the record of
+    the first entry was lost) and would be recorded at a second sample."""
+    with h.Daemon("--sample-interval", "4294967296", "--sampler", "uprobe") as d, \
+            h.Workload("tailcalls", "resize") as w:
+        d.profile(f"/debug/pprof/allocs?pid={w.pid}")  # attaches
+        before = d.metric("heapprofd_nested_calls_total")
+        w.run()
+        after = d.metric("heapprofd_nested_calls_total")
+        w.finish()
+        d.check_alive()
+    h.check_equal(after - before, TAILCALL_CALLS,
+                  "heapprofd_nested_calls_total: continuations of reallocarray(p, 1, n) "
+                  "into realloc, one per call (8 threads x 3000, 4 more yielding the CPU)")
+
+
 def test_jemalloc_is_mapped_in_the_preloaded_workload():
     maps = jemalloc()["maps"]
     h.check("libjemalloc.so" in maps,
@@ -221,6 +241,7 @@ if __name__ == "__main__":
         test_debug_1_is_the_legacy_text_with_the_same_totals,
         test_tail_calls_of_threads_switched_out_mid_call_are_counted_once_at_their_caller,
         test_another_tool_s_return_probes_hide_no_caller,
+        test_each_continuation_is_known_on_the_unsampled_path_too,
         test_jemalloc_is_mapped_in_the_preloaded_workload,
         test_every_allocator_entry_point_is_counted_exactly_with_jemalloc,
     ])

@@ -18,11 +18,17 @@
  * probe, as it does on one_round, whose return address then hides too. The
  * threads are made before "ready", so that their own allocations are not
  * in the profile: after "go" only the calls below allocate.
+ *
+ * With the argument "resize" each worker instead resizes one block of its
+ * own with reallocarray(p, 1, n), ROUNDS times: glibc's reallocarray jumps
+ * to realloc, which calls nothing else, so the profiler must see exactly
+ * one continuation per call (its nested_calls counter).
  */
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "handshake.h"
 
@@ -99,6 +105,24 @@ static void *worker(void *arg)
     return NULL;
 }
 
+/* The "resize" worker: one block, resized back and forth. The first
+ * malloc may come before the profiler attaches; it is not a continuation. */
+static void *resizer(void *arg)
+{
+    (void)arg;
+    void *p = malloc(REALLOC_NULL_SIZE);
+    handshake_touch(p, REALLOC_NULL_SIZE);
+    wait_for_go();
+    for (int i = 0; i < ROUNDS; i++) {
+        size_t n = i & 1 ? REALLOC_NULL_SIZE : MALLOC_SIZE;
+        p = reallocarray(p, 1, n);
+        handshake_touch(p, n);
+    }
+    free(p);
+    atomic_fetch_sub(&workers_left, 1);
+    return NULL;
+}
+
 /* Keeps every CPU's run queue full, so that workers are switched out (and
  * moved between CPUs) at any point, in the middle of a call included. */
 static void *yielder(void *arg)
@@ -110,11 +134,12 @@ static void *yielder(void *arg)
     return NULL;
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+    void *(*work)(void *) = argc > 1 && strcmp(argv[1], "resize") == 0 ? resizer : worker;
     pthread_t t[WORKERS + YIELDERS];
     for (int i = 0; i < WORKERS + YIELDERS; i++)
-        if (pthread_create(&t[i], NULL, i < WORKERS ? worker : yielder, NULL) != 0)
+        if (pthread_create(&t[i], NULL, i < WORKERS ? work : yielder, NULL) != 0)
             handshake_die("tailcalls: pthread_create failed");
     handshake_ready();
     if (!handshake_wait_line())
