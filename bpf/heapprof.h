@@ -55,6 +55,8 @@ enum hp_stat {
                                 * outside executable mappings: stopped */
     HP_STAT_UNWIND_MM_BUSY,    /* no CFI row, and the address space was being changed, so the
                                 * frame pointer could not be checked: stopped */
+    HP_STAT_RETURNS_UNHIDDEN,  /* return addresses a pending uretprobe had replaced by its
+                                * trampoline, read back from the kernel */
     HP_STAT_COUNT,
 };
 

@@ -34,6 +34,20 @@
 /* Probed functions per allocator image (malloc, calloc, realloc, ...). */
 #define HP_MAX_FUNCS 16
 
+/* Slots of the per-thread record of the last call of a function that may
+ * jump to another (realloc, reallocarray), indexed by thread id modulo
+ * this: 32 bytes each, 512 KiB. Two threads share a slot only if their ids
+ * are equal modulo 16384 and both are between the entries of such a jump
+ * at once; then the continuation is counted on the unsampled path and
+ * caught on the sampled one (see on_alloc_entry). */
+#define HP_THREAD_SLOTS 16384
+
+/* Pending return probes of one thread passed over while looking for the
+ * one that hid a return address: the kernel allows 64 per thread
+ * (MAX_URETPROBE_DEPTH), a walk meets them innermost first and reads each
+ * once, and more than a few at once means uretprobes on recursive code. */
+#define HP_MAX_HIDDEN_RETURNS 16
+
 /* Slots probed for a free place when two stacks hash to one id. */
 #define HP_STACK_PROBES 4
 

@@ -9,6 +9,7 @@
 #define HEAPPROF_UNWIND_BPF_H
 
 #include "heapprof_maps.bpf.h"
+#include "hidden_returns.bpf.h"
 
 /*
  * Walks the user stack by frame pointers into `st`. At an allocator's entry
@@ -16,7 +17,8 @@
  * caller's frame, so the caller is the leaf and the frame chain gives its
  * callers. A caller without a frame pointer costs us its own caller.
  */
-static __always_inline void walk_frame_pointers(struct hp_stack *st, __u64 ret, __u64 sp, __u64 fp)
+static __always_inline void walk_frame_pointers(struct hp_stack *st, __u64 ret, __u64 sp, __u64 fp,
+                                                struct hidden_returns *hidden)
 {
     st->frames[0] = ret;
     __u32 n = 1;
@@ -29,6 +31,7 @@ static __always_inline void walk_frame_pointers(struct hp_stack *st, __u64 ret, 
             count_stat(HP_STAT_STACK_READ_ERROR);
             break;
         }
+        frame[1] = unhide_return(hidden, fp + 8, frame[1]);
         if (frame[1] == 0)
             break;
         st->frames[i] = frame[1];
@@ -55,6 +58,7 @@ struct walk_state {
     __u32 complete; /* the walk reached the outermost frame */
     struct hp_stack *st;
     struct hp_unwind_proc *proc;
+    struct hidden_returns hidden; /* return addresses pending uretprobes hid */
 };
 
 /*
@@ -238,6 +242,7 @@ static __always_inline enum step_result step_by_frame_pointer(struct walk_state 
         count_stat(HP_STAT_STACK_READ_ERROR);
         return STEP_STOP;
     }
+    frame[1] = unhide_return(&u->hidden, u->fp + 8, frame[1]);
     if (frame[1] == 0)
         return STEP_END;
     enum step_result r = check_code(u, frame[1]);
@@ -306,6 +311,7 @@ static __always_inline enum step_result step_by_row(struct walk_state *u,
         count_stat(HP_STAT_STACK_READ_ERROR);
         return STEP_STOP;
     }
+    ra = unhide_return(&u->hidden, cfa - 8, ra);
     if (r->rbp_type == HP_RBP_OFFSET &&
         bpf_probe_read_user(&fp, sizeof(fp), (void *)(cfa + (__s64)r->rbp_offset))) {
         count_stat(HP_STAT_STACK_READ_ERROR);
@@ -368,9 +374,11 @@ static long unwind_step(__u32 index, void *data)
  * for a reason of its own.
  */
 static __always_inline void walk_with_tables(struct hp_stack *st, struct hp_unwind_proc *proc,
-                                              __u64 ret, __u64 sp, __u64 fp)
+                                              __u64 ret, __u64 sp, __u64 fp,
+                                              const struct hidden_returns *hidden)
 {
-    struct walk_state u = {.pc = ret, .sp = sp + 8, .fp = fp, .n = 1, .st = st, .proc = proc};
+    struct walk_state u = {.pc = ret, .sp = sp + 8, .fp = fp, .n = 1, .st = st, .proc = proc,
+                           .hidden = *hidden};
     st->frames[0] = ret;
     bpf_loop(HP_MAX_FRAMES, unwind_step, &u, 0);
     st->len = u.n;

@@ -388,6 +388,7 @@ const char *bpf_state_stat_name(enum hp_stat s)
         [HP_STAT_UNWIND_COMPLETE] = "unwind_stacks_complete",
         [HP_STAT_UNWIND_NOT_CODE] = "unwind_stopped_return_outside_code",
         [HP_STAT_UNWIND_MM_BUSY] = "unwind_stopped_mm_busy",
+        [HP_STAT_RETURNS_UNHIDDEN] = "return_addresses_unhidden",
     };
     return (unsigned)s < HP_STAT_COUNT ? names[s] : "unknown";
 }
