@@ -19,14 +19,18 @@
 static int attach_for(struct daemon_ctx *ctx, const struct profile_query *q,
                       const struct caller *who, char *err, size_t errlen)
 {
-    if (access_may_profile(who, q->pid) == -EACCES) {
-        snprintf(err, errlen, "uid %u may not profile process %d, which is not its own",
-                 (unsigned)who->uid, (int)q->pid);
-        return -EACCES;
+    int e = access_may_profile(who, q->pid);
+    if (e == -EACCES || e == -EPERM) {
+        snprintf(err, errlen, "uid %u may not profile process %d, which is %s", (unsigned)who->uid,
+                 (int)q->pid,
+                 e == -EACCES ? "not its own"
+                              : "not dumpable (prctl PR_SET_DUMPABLE 0, or it gained ids or "
+                                "capabilities at exec): ptrace would refuse too");
+        return e;
     }
     struct target_info attached;
-    int e = targets_ensure_for(ctx->targets, q->pid, who->trusted ? NULL : &who->uid, -1, &attached,
-                               err, errlen);
+    e = targets_ensure_for(ctx->targets, q->pid, who->trusted ? NULL : &who->uid, -1, &attached,
+                           err, errlen);
     if (e == 0 && attached.pid)
         access_audit_attach(stderr, who, attached.pid, attached.comm, attached.sampler);
     return e;

@@ -356,6 +356,65 @@ def test_a_remote_listener_needs_allow_remote_and_a_token():
             h.check_equal(r.status, 200, "the index with the token on 0.0.0.0")
 
 
+# A process of the user's own that may or may not be dumpable (argv[1]: the
+# flag for prctl(PR_SET_DUMPABLE)), as ssh-agent and gpg-agent make
+# themselves not; it prints "ready PID" and waits for a line.
+DUMPABLE_SCRIPT = """
+import ctypes, os, sys
+if ctypes.CDLL(None, use_errno=True).prctl(4, int(sys.argv[1]), 0, 0, 0) != 0:
+    sys.exit(f"prctl(PR_SET_DUMPABLE): {os.strerror(ctypes.get_errno())}")
+print("ready", os.getpid(), flush=True)
+sys.stdin.readline()
+"""
+
+
+class UserPython:
+    """python3 running DUMPABLE_SCRIPT as one of the test's users."""
+
+    def __init__(self, name, dumpable):
+        argv = as_user(name, ["python3", "-c", DUMPABLE_SCRIPT, str(int(dumpable))])
+        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        line = self.proc.stdout.readline().decode().strip()
+        h.check(line.startswith("ready "), f"python3 as {name} (dumpable={dumpable}): {line!r}")
+        self.pid = int(line.split()[1])
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+        return False
+
+
+def test_a_user_s_own_process_that_is_not_dumpable_is_refused():
+    """ptrace refuses a process that is not dumpable to a user of the same
+    uid (PR_SET_DUMPABLE 0; set-id and capability-gaining execs); the
+    in-process sampler writes into its target, so heapprofd refuses too."""
+    with h.Daemon("--sample-interval", "1") as d, UserPython(PLAIN, False) as locked, \
+            UserPython(PLAIN, True) as twin:
+        with open(f"/proc/{locked.pid}/status") as f:
+            uid_line = next(line for line in f if line.startswith("Uid:"))
+        h.check_equal(uid_line.split()[1:], [str(user(PLAIN).pw_uid)] * 4,
+                      f"pid {locked.pid}: the user's own ids (real, effective, saved, fs)")
+        status, body = curl_as(PLAIN, d.url(f"/debug/pprof/heap?pid={locked.pid}"))
+        h.check_equal(status, 403, f"{PLAIN} profiling its own process that is not dumpable "
+                                   f"({body!r})")
+        h.check_one_line_reason(body, "403 body")
+        h.check(f"may not profile process {locked.pid}, which is not dumpable".encode() in body,
+                f"403 reason: {body!r}")
+        status, body = curl_as(PLAIN, d.url(f"/debug/pprof/heap?pid={twin.pid}"))
+        h.check_equal(status, 200, f"{PLAIN} profiling its dumpable twin ({body[:200]!r})")
+        h.check_equal(curl_as(None, d.url(f"/debug/pprof/heap?pid={locked.pid}"))[0], 200,
+                      "root profiling the process that is not dumpable")
+        # Both attached now: the user's index shows only the one it may profile.
+        index = curl_as(PLAIN, d.url("/debug/pprof/"))[1].decode()
+        shown = [int(p) for p in re.findall(r"<tr><td>(\d+)</td>", index)]
+        h.check_equal(shown, [twin.pid], f"pids in the index for {PLAIN}")
+        d.check_alive()
+
+
 def test_unix_socket_callers_profile_only_their_own_processes():
     with tempfile.TemporaryDirectory() as tmp:
         os.chmod(tmp, 0o755)
@@ -397,4 +456,5 @@ if __name__ == "__main__":
         test_a_token_is_required_on_tcp_when_configured,
         test_a_remote_listener_needs_allow_remote_and_a_token,
         test_unix_socket_callers_profile_only_their_own_processes,
+        test_a_user_s_own_process_that_is_not_dumpable_is_refused,
     ], around=Accounts)
