@@ -43,7 +43,11 @@ static int read_all(struct daemon_ctx *ctx, const struct profile_query *q, struc
         e = read_one(ctx, q, g[i].pid, &g[i].counts, &g[i].n);
     if (e || q->seconds == 0)
         return e;
+    /* Open from the first read to the second: /metrics shows it, so that
+     * a client (the tests) knows what falls in the window. */
+    atomic_fetch_add(&ctx->delta_windows_open, 1);
     sleep((unsigned)q->seconds);
+    atomic_fetch_sub(&ctx->delta_windows_open, 1);
     for (size_t i = 0; i < ng && e == 0; i++) {
         struct stack_counts *after = NULL, *delta = NULL;
         size_t nafter = 0, ndelta = 0;
