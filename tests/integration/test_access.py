@@ -124,15 +124,16 @@ def curl_as(name, url, extra=()):
 
 
 class UserWorkload:
-    """The exact workload run as one of the test's users (setpriv execs it
-    in place, so the pid it prints is the one started)."""
+    """The exact workload, or another program that prints "ready PID", run
+    as one of the test's users (setpriv execs it in place, so the pid it
+    prints is the one started)."""
 
-    def __init__(self, name):
-        path = os.path.join(h.WORKLOADS, "exact")
-        self.proc = subprocess.Popen(as_user(name, [path]), stdin=subprocess.PIPE,
+    def __init__(self, name, argv=None):
+        argv = argv or [os.path.join(h.WORKLOADS, "exact")]
+        self.proc = subprocess.Popen(as_user(name, argv), stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE)
         line = self.proc.stdout.readline().decode().strip()
-        h.check(line.startswith("ready "), f"workload as {name}: {line!r}")
+        h.check(line.startswith("ready "), f"{argv[0]} as {name}: {line!r}")
         self.pid = int(line.split()[1])
 
     def __enter__(self):
@@ -368,32 +369,17 @@ sys.stdin.readline()
 """
 
 
-class UserPython:
-    """python3 running DUMPABLE_SCRIPT as one of the test's users."""
-
-    def __init__(self, name, dumpable):
-        argv = as_user(name, ["python3", "-c", DUMPABLE_SCRIPT, str(int(dumpable))])
-        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-        line = self.proc.stdout.readline().decode().strip()
-        h.check(line.startswith("ready "), f"python3 as {name} (dumpable={dumpable}): {line!r}")
-        self.pid = int(line.split()[1])
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, exc_type, exc, tb):
-        if self.proc.poll() is None:
-            self.proc.kill()
-        self.proc.wait()
-        return False
+def user_python(name, dumpable):
+    """python3 running DUMPABLE_SCRIPT as user `name`."""
+    return UserWorkload(name, ["python3", "-c", DUMPABLE_SCRIPT, str(int(dumpable))])
 
 
 def test_a_user_s_own_process_that_is_not_dumpable_is_refused():
     """ptrace refuses a process that is not dumpable to a user of the same
     uid (PR_SET_DUMPABLE 0; set-id and capability-gaining execs); the
     in-process sampler writes into its target, so heapprofd refuses too."""
-    with h.Daemon("--sample-interval", "1") as d, UserPython(PLAIN, False) as locked, \
-            UserPython(PLAIN, True) as twin:
+    with h.Daemon("--sample-interval", "1") as d, user_python(PLAIN, False) as locked, \
+            user_python(PLAIN, True) as twin:
         with open(f"/proc/{locked.pid}/status") as f:
             uid_line = next(line for line in f if line.startswith("Uid:"))
         h.check_equal(uid_line.split()[1:], [str(user(PLAIN).pw_uid)] * 4,
