@@ -20,6 +20,15 @@ bool match_comm(const char *comm, const char *name)
     return strncmp(comm, name, COMM_KEPT) == 0 && strlen(name) >= strlen(comm);
 }
 
+bool match_exe(const char *exe, const char *path)
+{
+    static const char deleted[] = " (deleted)";
+    size_t n = strlen(path), d = sizeof(deleted) - 1;
+    if (n > d && strcmp(path + n - d, deleted) == 0)
+        n -= d;
+    return strlen(exe) == n && strncmp(exe, path, n) == 0;
+}
+
 bool match_cgroup(const char *path, const char *cgroup)
 {
     size_t n = strlen(cgroup);
@@ -125,7 +134,7 @@ bool process_selector_matches(const struct process_selector *s, const struct pro
             snprintf(why, whylen, "its comm is %s, not %s", f->comm, s->comm);
         return false;
     }
-    if (s->exe && strcmp(exe, s->exe) != 0) {
+    if (s->exe && !match_exe(exe, s->exe)) {
         if (why)
             snprintf(why, whylen, "its exe is %s, not %s", exe[0] ? exe : "unknown (none)",
                      s->exe);

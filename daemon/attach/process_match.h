@@ -45,6 +45,12 @@ struct process_facts {
  * kernel keeps 15 bytes of a name, so a longer `name` matches its cut. */
 bool match_comm(const char *comm, const char *name);
 
+/* Whether executable path `exe` (as proc_exe_path() gives it, without
+ * " (deleted)") is `path`; a `path` read from /proc/PID/exe by another
+ * tool may end in " (deleted)" (the program was replaced on disk since it
+ * started): that is the same path. */
+bool match_exe(const char *exe, const char *path);
+
 /* Whether cgroup v2 path `path` is `cgroup` or below it. */
 bool match_cgroup(const char *path, const char *cgroup);
 

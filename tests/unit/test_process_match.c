@@ -44,6 +44,15 @@ static void a_unit_is_a_component_of_the_cgroup_path_wherever_its_slice_is(void)
     CHECK(!match_unit("/system.slice/redis.service", "", NULL, 0));
 }
 
+static void an_exe_read_by_another_tool_may_say_deleted(void)
+{
+    CHECK(match_exe("/usr/bin/redis-server", "/usr/bin/redis-server"));
+    CHECK(match_exe("/usr/bin/redis-server", "/usr/bin/redis-server (deleted)"));
+    CHECK(!match_exe("/usr/bin/redis-server", "/usr/bin/redis"));
+    CHECK(!match_exe("/usr/bin/redis", "/usr/bin/redis-server"));
+    CHECK(!match_exe("/usr/bin/redis-server", " (deleted)"));
+}
+
 static void a_cgroup_holds_those_below_it_and_the_root_holds_all(void)
 {
     CHECK(match_cgroup("/system.slice/redis.service", "/system.slice"));
@@ -173,6 +182,7 @@ static void the_search_finds_a_child_by_name_but_never_itself_and_a_gone_pid_has
 int main(void)
 {
     RUN_TEST(a_unit_is_a_component_of_the_cgroup_path_wherever_its_slice_is);
+    RUN_TEST(an_exe_read_by_another_tool_may_say_deleted);
     RUN_TEST(a_cgroup_holds_those_below_it_and_the_root_holds_all);
     RUN_TEST(every_field_given_must_match_and_the_reason_names_the_first_that_does_not);
     RUN_TEST(facts_of_a_kernel_thread_have_no_exe_and_a_copy_owns_its_strings);
