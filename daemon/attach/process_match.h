@@ -46,9 +46,11 @@ struct process_facts {
 bool match_comm(const char *comm, const char *name);
 
 /* Whether executable path `exe` (as proc_exe_path() gives it, without
- * " (deleted)") is `path`; a `path` read from /proc/PID/exe by another
- * tool may end in " (deleted)" (the program was replaced on disk since it
- * started): that is the same path. */
+ * " (deleted)") is a selector's `path`: one read from /proc/PID/exe by
+ * another tool (Alloy's discovery.process) ends in " (deleted)" if the
+ * program was replaced on disk since it started, and is the same path. (A
+ * configured exe rule is a path as written: target_rules.c compares it as
+ * it is.) */
 bool match_exe(const char *exe, const char *path);
 
 /* Whether cgroup v2 path `path` is `cgroup` or below it. */

@@ -37,7 +37,7 @@ static int match(const struct target_rule_set *o, pid_t pid, int *sampler)
         char exe[4096];
         if (proc_exe_path(pid, exe, sizeof(exe)) == 0) {
             for (size_t i = 0; i < o->nexes; i++) {
-                if (match_exe(exe, o->exes[i])) {
+                if (strcmp(exe, o->exes[i]) == 0) { /* a path as configured, never "... (deleted)" */
                     *sampler = o->exe_samplers[i];
                     return 1;
                 }

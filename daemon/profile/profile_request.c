@@ -113,6 +113,8 @@ static size_t attach_selected(struct daemon_ctx *ctx, const struct caller *who,
         }
         if (e == -ESRCH)
             continue; /* it exited meanwhile: it no longer matches */
+        if (e == -ENOEXEC) /* as for a pid: the operator should hear of it */
+            fprintf(stderr, "heapprofd: %s\n", why);
         if (!*first) {
             *first = e;
             snprintf(err, errlen, "%s", why);
