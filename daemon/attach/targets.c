@@ -23,13 +23,14 @@
 #include "probe_links.h"
 #include "proc_info.h"
 #include "proc_maps.h"
+#include "process_match.h"
 
 /* One profiled process. */
 struct target {
     pid_t pid;
     uint64_t start_time;
     uint64_t attached_ns; /* CLOCK_MONOTONIC when this daemon attached or adopted it */
-    char comm[17];
+    struct process_facts facts; /* its comm, exe and cgroup, as of the last scan */
     char allocator[256];
     struct probe_links probes;
     enum sampler_kind wanted;        /* the sampler asked for (kept across an exec) */
@@ -85,6 +86,22 @@ static int has_exec_d(struct target *tg)
     proc_maps_free(&tg->last_maps);
     tg->last_maps = maps;
     return moved;
+}
+
+/* Reads the facts of tg's process afresh (its comm and cgroup may change),
+ * keeping the old ones if it is gone or its pid names another process: its
+ * exit keeps its last profile under what it last was. */
+static void refresh_facts(struct target *tg)
+{
+    struct process_facts now;
+    if (process_facts_read(tg->pid, &now) != 0)
+        return;
+    if (now.start_time != tg->start_time) {
+        process_facts_free(&now);
+        return;
+    }
+    process_facts_free(&tg->facts);
+    tg->facts = now;
 }
 
 /* Forgets the BPF state of process `pid`, saying so if some could not be found. */
@@ -162,6 +179,7 @@ static uint64_t release_probes(struct targets *t, struct target *tg, int keep_st
 static void free_target(struct target *tg)
 {
     proc_maps_free(&tg->last_maps);
+    process_facts_free(&tg->facts);
     free(tg);
 }
 
@@ -274,8 +292,7 @@ static int attach(struct targets *t, size_t slot, struct target *tg, char *err, 
     tg->attached_ns = monotonic_ns();
     if (proc_exe_identity(pid, &tg->exe_dev, &tg->exe_ino) != 0)
         tg->exe_ino = 0;
-    if (proc_comm(pid, tg->comm, sizeof(tg->comm)) != 0)
-        tg->comm[0] = '\0';
+    refresh_facts(tg);
     take_plan(tg, &plan, &img);
     /* Tables and ranges must be in place before the first probe fires. */
     update_unwind_tables(t, pid);
@@ -353,7 +370,7 @@ restart:
 static void copy_info(const struct target *tg, struct target_info *out)
 {
     out->pid = tg->pid;
-    memcpy(out->comm, tg->comm, sizeof(out->comm));
+    memcpy(out->comm, tg->facts.comm, sizeof(out->comm));
     memcpy(out->allocator, tg->allocator, sizeof(out->allocator));
     out->nfuncs = tg->nfuncs;
     out->emulated = tg->emulated;
@@ -370,12 +387,23 @@ int targets_ensure(struct targets *t, pid_t pid, char *err, size_t errlen)
 int targets_ensure_for(struct targets *t, pid_t pid, const uid_t *owner, int sampler,
                        struct target_info *attached, char *err, size_t errlen)
 {
+    return targets_ensure_started(t, pid, 0, owner, sampler, attached, err, errlen);
+}
+
+int targets_ensure_started(struct targets *t, pid_t pid, uint64_t started, const uid_t *owner,
+                           int sampler, struct target_info *attached, char *err, size_t errlen)
+{
     uint64_t start_time;
     size_t slot;
     if (attached)
         attached->pid = 0;
     if (proc_start_time(pid, &start_time) != 0) {
         snprintf(err, errlen, "process %d does not exist", (int)pid);
+        return -ESRCH;
+    }
+    if (started && start_time != started) {
+        snprintf(err, errlen, "process %d has exited: its pid names another process now",
+                 (int)pid);
         return -ESRCH;
     }
     struct target *tg = calloc(1, sizeof(*tg));
@@ -443,6 +471,8 @@ static size_t mark_gone(struct targets *t, size_t *gone, pid_t *exec_d, int *exe
             continue;
         int exited = proc_start_time(tg->pid, &start_time) != 0 || start_time != tg->start_time;
         int exec = !exited && has_exec_d(tg);
+        if (!exited)
+            refresh_facts(tg);
         /* An owner's process that exec'd may now run a program its owner
          * may not profile (setuid): it asks again, and is checked again. */
         if (exec && !tg->owned) {
@@ -478,7 +508,7 @@ void targets_reap(struct targets *t)
         dead[k] = t->slot[gone[k]];
         /* Its counts are still in the maps: keep its last profile first. */
         if (dead[k]->exited && t->on_exit && dead[k]->last_maps.n)
-            t->on_exit(t->on_exit_arg, dead[k]->pid, dead[k]->comm, &dead[k]->last_maps);
+            t->on_exit(t->on_exit_arg, dead[k]->pid, &dead[k]->facts, &dead[k]->last_maps);
         took = release_probes(t, dead[k], 0);
     }
 

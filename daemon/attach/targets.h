@@ -21,6 +21,7 @@
 #include "bpf_state.h"
 #include "hp_limits.h"
 #include "proc_maps.h"
+#include "process_match.h"
 #include "sampler_choice.h"
 #include "unwind_manager.h"
 
@@ -39,8 +40,9 @@ struct target_info {
 };
 
 /* Called as a target's exit is noticed, before its BPF state goes: its
- * last memory map, as read at the previous scan, stands in for /proc. */
-typedef void (*targets_exit_fn)(void *arg, pid_t pid, const char *comm,
+ * comm, exe and cgroup and its last memory map, as read at the previous
+ * scan, stand in for /proc. */
+typedef void (*targets_exit_fn)(void *arg, pid_t pid, const struct process_facts *facts,
                                 const struct proc_maps *maps);
 
 /* The table of profiled processes; its slot index is the BPF image slot. */
@@ -102,6 +104,13 @@ int targets_ensure(struct targets *t, pid_t pid, char *err, size_t errlen);
  */
 int targets_ensure_for(struct targets *t, pid_t pid, const uid_t *owner, int sampler,
                        struct target_info *attached, char *err, size_t errlen);
+
+/* targets_ensure_for() of the process that started at `started` (clock
+ * ticks since boot, as process_facts has it; 0: whichever has the pid
+ * now): -ESRCH if `pid` names another process by then, which is never
+ * attached in its place. */
+int targets_ensure_started(struct targets *t, pid_t pid, uint64_t started, const uid_t *owner,
+                           int sampler, struct target_info *attached, char *err, size_t errlen);
 
 /* Detaches from processes that exited or whose pid now names another
  * process, attaches afresh to processes that exec'd, and refreshes the

@@ -1,5 +1,5 @@
 /*
- * strutil.c - strict decimal parsing (see strutil.h).
+ * strutil.c - strict decimal parsing, control bytes hidden (see strutil.h).
  */
 #include "strutil.h"
 
@@ -30,4 +30,11 @@ int parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out)
         return -EINVAL;
     *out = v;
     return 0;
+}
+
+void hide_control_bytes(char *s)
+{
+    for (; *s; s++)
+        if ((unsigned char)*s < 0x20 || *s == 0x7f)
+            *s = '?';
 }

@@ -1,7 +1,8 @@
 /*
  * strutil.h - strict parsing of numbers from untrusted text (command line,
  * HTTP queries, /proc files): no sign, no spaces, no trailing junk. The one
- * decimal reader of the daemon: every other parser of digits calls it.
+ * decimal reader of the daemon: every other parser of digits calls it. And
+ * untrusted text made safe for a one-line message.
  */
 #ifndef HEAPPROF_STRUTIL_H
 #define HEAPPROF_STRUTIL_H
@@ -21,5 +22,9 @@ int parse_decimal(const char **p, const char *end, uint64_t *out);
 
 /* Parses decimal digits only into [min, max]; -EINVAL otherwise. */
 int parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out);
+
+/* Replaces the control bytes of `s` with '?', so that text a request or a
+ * process chose (a path may hold a newline) stays on one line. */
+void hide_control_bytes(char *s);
 
 #endif

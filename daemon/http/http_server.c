@@ -107,6 +107,8 @@ static unsigned status_of(int e)
         return MHD_HTTP_FORBIDDEN;
     case -ENOEXEC: /* it exists, but has nothing we can probe (a stripped static binary) */
         return MHD_HTTP_UNPROCESSABLE_CONTENT;
+    case -ESTALE: /* pid= with a selector it does not match: not the process meant */
+        return MHD_HTTP_CONFLICT;
     case -ENOSPC:
     case -EDQUOT:
     case -EAGAIN:

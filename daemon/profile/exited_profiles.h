@@ -18,6 +18,7 @@
 #include <time.h>
 
 #include "pprof.h"
+#include "process_match.h"
 
 /* How long an exited process's last profile stays readable. */
 #define EXITED_KEEP_SECONDS 600
@@ -36,6 +37,7 @@ struct exited_profiles {
     pthread_mutex_t lock;
     struct exited_entry {
         pid_t pid;
+        struct process_facts facts; /* what it was: a selector picks it by these */
         time_t exited_at; /* CLOCK_MONOTONIC seconds */
         struct pprof_buf forms[EXITED_FORMS];
         struct pprof_profile *profile; /* owned */
@@ -46,9 +48,10 @@ struct exited_profiles {
 void exited_profiles_init(struct exited_profiles *x);
 void exited_profiles_destroy(struct exited_profiles *x);
 
-/* Keeps the last profile of `pid`, encoded now; takes `p` on success (else it
- * stays the caller's). */
-int exited_profiles_put(struct exited_profiles *x, pid_t pid, struct pprof_profile *p);
+/* Keeps the last profile of `pid`, which was `facts` (copied), encoded
+ * now; takes `p` on success (else it stays the caller's). */
+int exited_profiles_put(struct exited_profiles *x, pid_t pid, const struct process_facts *facts,
+                        struct pprof_profile *p);
 
 /* A copy of the kept profile of `pid` in form `form`; -ENOENT if none or expired. */
 int exited_profiles_get(struct exited_profiles *x, pid_t pid, enum exited_form form,
@@ -60,5 +63,12 @@ int exited_profiles_write(struct exited_profiles *x, pid_t pid,
                           int (*write)(const struct pprof_profile *p, void *arg,
                                        struct pprof_buf *out),
                           void *arg, struct pprof_buf *out);
+
+/* Calls `visit` on each kept profile (under the lock, so none can go
+ * meanwhile) until it returns non-zero; returns that, or 0. */
+int exited_profiles_each(struct exited_profiles *x,
+                         int (*visit)(pid_t pid, const struct process_facts *facts,
+                                      const struct pprof_profile *p, time_t exited_at, void *arg),
+                         void *arg);
 
 #endif

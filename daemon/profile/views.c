@@ -85,15 +85,15 @@ static size_t choose(struct daemon_ctx *ctx, const struct profile_query *q,
     return k;
 }
 
-int views_build(struct daemon_ctx *ctx, const struct profile_query *q, const struct caller *who,
-                int default_alloc, struct pprof_profile **out, char *err, size_t errlen)
+/* Builds the profile of the `ng` processes in `g` (their counts read
+ * here); with `label`, each sample labelled pid and comm; `scope` says in
+ * a comment what they are (NULL: one process, or all). Frees the counts. */
+static int build(struct daemon_ctx *ctx, const struct profile_query *q, struct gathered *g,
+                 size_t ng, int label, const char *scope, int default_alloc,
+                 struct pprof_profile **out, char *err, size_t errlen)
 {
-    struct gathered *g = calloc(HP_MAX_TARGETS, sizeof(*g));
-    struct heap_profile_part *parts = calloc(HP_MAX_TARGETS, sizeof(*parts));
-    int e = g && parts ? 0 : -ENOMEM;
-    size_t ng = e ? 0 : choose(ctx, q, who, g);
-    if (e == 0)
-        e = read_all(ctx, q, g, ng);
+    struct heap_profile_part *parts = calloc(ng ? ng : 1, sizeof(*parts));
+    int e = parts ? read_all(ctx, q, g, ng) : -ENOMEM;
     if (e) {
         snprintf(err, errlen, "read the BPF counts: %s", strerror(-e));
         goto out;
@@ -106,18 +106,48 @@ int views_build(struct daemon_ctx *ctx, const struct profile_query *q, const str
         .default_alloc = default_alloc,
         .duration_ns = (int64_t)q->seconds * 1000000000,
         .symbolize = !q->no_symbols,
+        .scope = scope,
     };
-    e = heap_profile_build_parts(ctx->bpf, ctx->cache, &spec, parts, ng, q->pid == 0, out, err,
-                                 errlen);
+    e = heap_profile_build_parts(ctx->bpf, ctx->cache, &spec, parts, ng, label, out, err, errlen);
 out:
-    for (size_t i = 0; g && i < ng; i++)
+    for (size_t i = 0; i < ng; i++)
         free(g[i].counts);
-    free(g);
     free(parts);
     return e;
 }
 
-void views_snapshot_exited(void *arg, pid_t pid, const char *comm, const struct proc_maps *maps)
+int views_build(struct daemon_ctx *ctx, const struct profile_query *q, const struct caller *who,
+                int default_alloc, struct pprof_profile **out, char *err, size_t errlen)
+{
+    struct gathered *g = calloc(HP_MAX_TARGETS, sizeof(*g));
+    if (!g)
+        return -ENOMEM;
+    size_t ng = choose(ctx, q, who, g);
+    int e = build(ctx, q, g, ng, q->pid == 0, NULL, default_alloc, out, err, errlen);
+    free(g);
+    return e;
+}
+
+int views_build_set(struct daemon_ctx *ctx, const struct profile_query *q,
+                    const struct process_found *procs, size_t n, const char *scope,
+                    int default_alloc, struct pprof_profile **out, char *err, size_t errlen)
+{
+    struct gathered *g = calloc(n ? n : 1, sizeof(*g));
+    if (!g)
+        return -ENOMEM;
+    for (size_t i = 0; i < n; i++) {
+        g[i].pid = procs[i].pid;
+        memcpy(g[i].comm, procs[i].comm, sizeof(g[i].comm));
+    }
+    struct profile_query all = *q;
+    all.pid = 0; /* several processes, each labelled */
+    int e = build(ctx, &all, g, n, 1, scope, default_alloc, out, err, errlen);
+    free(g);
+    return e;
+}
+
+void views_snapshot_exited(void *arg, pid_t pid, const struct process_facts *facts,
+                           const struct proc_maps *maps)
 {
     struct daemon_ctx *ctx = arg;
     struct stack_counts *counts = NULL;
@@ -128,7 +158,7 @@ void views_snapshot_exited(void *arg, pid_t pid, const char *comm, const struct 
         fprintf(stderr, "heapprofd: pid %d exited: its counts could not be read\n", (int)pid);
         return;
     }
-    struct heap_profile_part part = {.pid = pid, .comm = comm, .maps = maps, .counts = counts,
+    struct heap_profile_part part = {.pid = pid, .comm = facts->comm, .maps = maps, .counts = counts,
                                      .n = n};
     struct heap_profile_spec spec = {.pid = pid, .symbolize = true};
     if (heap_profile_build_parts(ctx->bpf, ctx->cache, &spec, &part, 1, 0, &p, err,
@@ -137,7 +167,7 @@ void views_snapshot_exited(void *arg, pid_t pid, const char *comm, const struct 
         snprintf(line, sizeof(line), "heapprofd: process %d exited; this is its last profile",
                  (int)pid);
         pprof_add_comment(p, line);
-        if (exited_profiles_put(ctx->exited, pid, p) == 0)
+        if (exited_profiles_put(ctx->exited, pid, facts, p) == 0)
             p = NULL; /* kept */
         else
             fprintf(stderr, "heapprofd: pid %d exited: keeping its profile failed\n", (int)pid);

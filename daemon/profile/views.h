@@ -25,8 +25,20 @@
 int views_build(struct daemon_ctx *ctx, const struct profile_query *q, const struct caller *who,
                 int default_alloc, struct pprof_profile **out, char *err, size_t errlen);
 
+/*
+ * Builds the profile of the `n` processes `procs` (attached already), as
+ * `q` asks but whatever its pid, each sample labelled pid and comm; a
+ * comment says they are `scope` ("processes matching comm=redis").
+ * Processes that exited meanwhile are left out.
+ */
+int views_build_set(struct daemon_ctx *ctx, const struct profile_query *q,
+                    const struct process_found *procs, size_t n, const char *scope,
+                    int default_alloc, struct pprof_profile **out, char *err, size_t errlen);
+
 /* Keeps the last profile of a process that exited (a targets_exit_fn;
- * `arg` is the daemon_ctx). Its BPF counts are still there; /proc is not. */
-void views_snapshot_exited(void *arg, pid_t pid, const char *comm, const struct proc_maps *maps);
+ * `arg` is the daemon_ctx), with what it was (`facts`), which a selector
+ * picks it by. Its BPF counts are still there; /proc is not. */
+void views_snapshot_exited(void *arg, pid_t pid, const struct process_facts *facts,
+                           const struct proc_maps *maps);
 
 #endif

@@ -13,6 +13,7 @@ Environment (set by tests/integration/CMakeLists.txt):
              reason, in CI and outside it alike.
 """
 
+import contextlib
 import os
 import queue
 import re
@@ -497,6 +498,87 @@ class Workload:
         """The text of /proc/PID/maps."""
         with open(f"/proc/{self.pid}/maps") as f:
             return f.read()
+
+
+class SpawnedWorkload(Workload):
+    """A workload started by spawn_with_pid as a process with a chosen pid
+    (the Popen is spawn_with_pid, which waits for it): a pid reused at once.
+    `name` is a workload's name or a program's path."""
+
+    def __init__(self, pid, name, *args):
+        spawner = os.path.join(WORKLOADS, "spawn_with_pid")
+        path = os.path.join(WORKLOADS, name)
+        self.name = name
+        self.proc = subprocess.Popen([spawner, str(pid), path] + [str(a) for a in args],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE)
+        self._lines = queue.Queue()
+        threading.Thread(target=self._read_stdout, daemon=True).start()
+        try:
+            line = self._expect_line(READY_TIMEOUT_S, "ready")
+        except Failure as e:
+            self.proc.wait(5)
+            raise Failure(f"{e}; spawn_with_pid exited with {self.proc.returncode}: "
+                          f"{self.proc.stderr.read().decode('utf-8', 'replace')}") from None
+        check_equal(line, f"ready {pid}", f"{name} spawned with pid {pid}")
+        self.pid = pid
+        WORKLOAD_PIDS.add(pid)
+
+    def kill(self):
+        """Kills the spawned process, then reaps spawn_with_pid."""
+        if self.proc.poll() is None:
+            try:
+                os.kill(self.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        super().kill()
+        self.proc.stderr.close()
+
+
+def cgroup2_mount():
+    """(mount point, root within the hierarchy) of a cgroup v2 mount, /sys/fs/cgroup
+    preferred; None if there is none."""
+    found = []
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            left, _, right = line.partition(" - ")
+            if right.split()[0] == "cgroup2":
+                fields = left.split()
+                found.append((fields[4], fields[3]))
+    found.sort(key=lambda mp: (mp[0] != "/sys/fs/cgroup", len(mp[0])))
+    return found[0] if found else None
+
+
+@contextlib.contextmanager
+def cgroup_for_test(tmp, name):
+    """A fresh cgroup v2 directory `name` (unique to the test that asks):
+    yields (its path on disk, its path as /proc/PID/cgroup shows it). Uses
+    a mounted cgroup2 (/sys/fs/cgroup on unified hosts,
+    /sys/fs/cgroup/unified on hybrid ones), or mounts one in tmp if none is."""
+    mounted_here = None
+    mount = cgroup2_mount()
+    if mount is None:
+        mounted_here = os.path.join(tmp, "cgroup2")
+        os.mkdir(mounted_here)
+        r = subprocess.run(["mount", "-t", "cgroup2", "none", mounted_here],
+                           capture_output=True, text=True)
+        check(r.returncode == 0, f"no cgroup2 mounted, and mounting one failed: {r.stderr}")
+        mount = (mounted_here, "/")
+    point, root = mount
+    disk = os.path.join(point, name)
+    os.mkdir(disk)
+    try:
+        yield disk, os.path.normpath(os.path.join(root, name))
+    finally:
+        # The kernel empties the cgroup once its processes are reaped.
+        for _ in range(50):
+            try:
+                os.rmdir(disk)
+                break
+            except OSError:
+                time.sleep(0.1)
+        if mounted_here:
+            subprocess.run(["umount", mounted_here], capture_output=True)
 
 
 def nonexistent_pid():

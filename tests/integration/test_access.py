@@ -253,6 +253,36 @@ def test_the_index_the_all_process_view_and_metrics_are_filtered_per_caller():
             h.check_equal(series, pids, f"per-process series in /metrics for {who or 'root'}")
 
 
+def test_a_selector_shows_a_caller_only_its_own_processes_and_attaches_no_others():
+    exe = os.path.realpath(os.path.join(h.WORKLOADS, "exact"))
+    with h.Daemon("--sample-interval", "1") as d, h.Workload("exact") as roots, \
+            UserWorkload(PLAIN) as theirs:
+        status, body = curl_as(PLAIN, d.url("/debug/pprof/heap?comm=exact"))  # attaches its own
+        h.check_equal(status, 200, f"?comm=exact for {PLAIN}: {body!r}")
+        h.check(roots.pid not in d.profiled_pids(), "a user's selector attached root's process")
+        theirs.run()
+        roots.run()
+        status, body = curl_as(PLAIN, d.url(f"/debug/pprof/heap?exe={exe}"))
+        h.check_equal(status, 200, f"?exe= for {PLAIN}")
+        p = h.decode(body)
+        h.check_equal({s.labels.get("pid") for s in p.samples}, {str(theirs.pid)},
+                      f"the pids in {PLAIN}'s ?exe= profile")
+        # Only root's processes match: the same empty answer as a name nothing has.
+        status, body = curl_as(PLAIN, d.url(f"/debug/pprof/heap?comm=exact&pid={roots.pid}"))
+        h.check_equal(status, 403, "a guard on root's pid: 403 before anything is said of it")
+        h.check(b"does not match" not in body, f"the 403 tells what root's process is: {body!r}")
+        for query in (f"comm=exact&cgroup=/heapprofd-none-{TAG}", f"comm=hpnone{TAG}"):
+            status, body = curl_as(PLAIN, d.url(f"/debug/pprof/heap?{query}"))
+            h.check_equal(status, 200, f"?{query} for {PLAIN}")
+            p = h.decode(body)
+            h.check(not p.samples and any("no process that this caller may profile matches" in c
+                                          for c in p.comments), f"?{query}: {p.comments}")
+        h.check(roots.pid not in d.profiled_pids(), "root's process attached by a user")
+        lines = audit_lines(d, theirs.pid)
+        h.check(len(lines) == 1 and f"uid={user(PLAIN).pw_uid}" in lines[0],
+                f"the audit line of the selector's attach: {lines}")
+
+
 def test_one_uid_may_hold_only_its_share_of_the_targets():
     # --max-targets 8 and no --max-targets-per-uid: the default share, 8/8 = 1.
     with h.Daemon("--max-targets", "8") as d, UserWorkload(PLAIN) as first, \
@@ -437,6 +467,7 @@ if __name__ == "__main__":
         test_ipv6_loopback_callers_are_identified_too,
         test_trusted_callers_profile_any_process,
         test_the_index_the_all_process_view_and_metrics_are_filtered_per_caller,
+        test_a_selector_shows_a_caller_only_its_own_processes_and_attaches_no_others,
         test_one_uid_may_hold_only_its_share_of_the_targets,
         test_open_loopback_trusts_every_local_caller_and_says_so,
         test_a_token_is_required_on_tcp_when_configured,
