@@ -36,10 +36,12 @@
 
 /* Slots of the per-thread record of the last call of a function that may
  * jump to another (realloc, reallocarray), indexed by thread id modulo
- * this: 32 bytes each, 512 KiB. Two threads share a slot only if their ids
- * are equal modulo 16384 and both are between the entries of such a jump
- * at once; then the continuation is counted on the unsampled path and
- * caught on the sampled one (see on_alloc_entry). */
+ * this: 32 bytes each, 512 KiB. A record names its thread, so another one
+ * never matches it; two threads lose each other's record only if their
+ * ids are equal modulo 16384 and both are between the two entries of such
+ * a jump at once. The continuation is then counted again, at its right
+ * caller, unless a return probe's trampoline marks it (always so in the
+ * multi and classic layouts, and for a sampled first call). */
 #define HP_THREAD_SLOTS 16384
 
 /* Pending return probes of one thread passed over while looking for the
