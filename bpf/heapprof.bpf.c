@@ -21,6 +21,7 @@
 #include "unwind_row.h"
 
 #include "heapprof_maps.bpf.h"
+#include "nested_calls.bpf.h"
 #include "stack_store.bpf.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
@@ -29,44 +30,6 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 const volatile __u64 sample_interval = 524288;
 const volatile __u32 log2_table[HP_LOG2_TABLE_LEN];
 const volatile __u64 weight_table[HP_WEIGHT_TABLE_LEN];
-
-/* Whether the call into `kind` continues a call into `prev` that jumped to
- * it (glibc's realloc(NULL, n) jumps to malloc, reallocarray to realloc). */
-static __always_inline bool forwards(__u32 prev, __u32 kind)
-{
-    return (prev == HP_REALLOC && kind == HP_MALLOC) ||
-           (prev == HP_REALLOCARRAY && (kind == HP_REALLOC || kind == HP_MALLOC));
-}
-
-/* Whether `addr` is the uretprobe trampoline of this process: a return
- * probe on a function that tail-called another put it where the return
- * address was. */
-static __always_inline bool is_uretprobe_trampoline(__u64 addr)
-{
-    struct task_struct *task = (struct task_struct *)bpf_get_current_task();
-    struct xol_area *area = BPF_CORE_READ(task, mm, uprobes_state.xol_area);
-    return area && BPF_CORE_READ(area, vaddr) == addr;
-}
-
-/* Whether the return address `ret` lies in one of the probed functions of
- * the allocator: then this call is the allocator calling itself. */
-static __always_inline bool called_from_allocator(__u64 cookie, __u64 ret)
-{
-    __u32 slot = HP_COOKIE_IMAGE(cookie);
-    struct hp_image *img = bpf_map_lookup_elem(&images, &slot);
-    if (!img)
-        return false;
-    __u64 call = ret - 1;
-    if (call < img->lo || call >= img->hi)
-        return false; /* the usual case: called from the program, not the allocator */
-    for (__u32 i = 0; i < HP_MAX_FUNCS; i++) {
-        if (i >= img->nfuncs)
-            break;
-        if (call >= img->start[i] && call < img->end[i])
-            return true;
-    }
-    return false;
-}
 
 /* Runs the Poisson countdown over `size` bytes; true if this call is sampled. */
 static __always_inline bool take_sample(struct cpu_state *cs, __u64 size)
@@ -151,18 +114,11 @@ static __always_inline void record(__u32 tgid, __u64 ptr, __u64 size, __u64 stac
 
 /*
  * The entry of every allocating function: decides whether this call counts
- * (not nested in another allocator call) and whether it is sampled, and if
- * the return probe has work, leaves it a pending record. Returns 0 when the
- * return probe is needed, 1 when it is not (what a uprobe session wants).
+ * (not nested in another allocator call, not the continuation of one) and
+ * whether it is sampled, and if the return probe has work, leaves it a
+ * pending record. Returns 0 when the return probe is needed, 1 when it is
+ * not (what a uprobe session wants).
  */
-/* Whether a function of this kind may call another probed one inside it
- * (glibc's realloc calls malloc and free, and jumps to malloc for
- * realloc(NULL, n); reallocarray jumps to realloc). malloc and free do not. */
-static __always_inline bool may_call_allocator(__u32 kind)
-{
-    return kind != HP_MALLOC && kind != HP_FREE;
-}
-
 static __always_inline int on_alloc_entry(struct pt_regs *ctx, __u64 cookie, __u32 kind,
                                           __u64 size, __u64 old_ptr, __u64 out_ptr)
 {
@@ -173,24 +129,25 @@ static __always_inline int on_alloc_entry(struct pt_regs *ctx, __u64 cookie, __u
         return 1;
     __u64 ret = 0;
     __u64 pid_tgid = 0;
+    bool checked = false;
 
     /*
      * A call inside another allocator call is counted at the outer one.
      * That can only happen right after an entry of a kind that calls others
-     * (or in one), so a malloc after a malloc, the common case, skips the
-     * checks and their user-memory read. The record is per CPU: an inner
-     * call that runs on another CPU than its outer one, or after another
-     * process's entry on this CPU, is missed and counted twice; both need
-     * a context switch inside the outer call, which is rare.
+     * (or in one), so a malloc after a malloc on this CPU, the common case,
+     * skips the checks and their user-memory read. That hint is per CPU: a
+     * thread switched out or moved mid-call defeats it, and the call is
+     * then counted down here (bytes the countdown runs over twice, which
+     * leaves the sampling of the others unbiased: waits are memoryless)
+     * and caught if it is sampled, by counted_elsewhere().
      */
     if (may_call_allocator(cs->last_kind) || may_call_allocator(kind)) {
         if (bpf_probe_read_user(&ret, sizeof(ret), (void *)sp))
             return 1;
         pid_tgid = bpf_get_current_pid_tgid();
-        if (cs->last_pid_tgid == pid_tgid && cs->last_sp == sp && forwards(cs->last_kind, kind) &&
-            (cs->last_ret == ret || is_uretprobe_trampoline(ret))) {
-            /* The chain may go on: reallocarray -> realloc -> malloc. */
-            cs->last_kind = kind;
+        struct thread_call *tc = thread_call_of(pid_tgid);
+        if (continues_call(tc, pid_tgid, sp, ret, kind)) {
+            cs->last_kind = kind; /* the chain may go on: reallocarray -> realloc -> malloc */
             count_stat(HP_STAT_NESTED);
             return 1;
         }
@@ -198,9 +155,8 @@ static __always_inline int on_alloc_entry(struct pt_regs *ctx, __u64 cookie, __u
             count_stat(HP_STAT_NESTED);
             return 1;
         }
-        cs->last_pid_tgid = pid_tgid;
-        cs->last_sp = sp;
-        cs->last_ret = ret;
+        note_call(tc, pid_tgid, sp, ret, kind);
+        checked = true;
     }
     cs->last_kind = kind;
 
@@ -222,16 +178,22 @@ static __always_inline int on_alloc_entry(struct pt_regs *ctx, __u64 cookie, __u
         .kind = kind,
         .old_live = old_live,
     };
+    if (!pid_tgid)
+        pid_tgid = bpf_get_current_pid_tgid();
     if (sampled) {
         /* Read only now on the fast path: the caller is the leaf. */
         if (!ret && bpf_probe_read_user(&ret, sizeof(ret), (void *)sp))
             return 1;
-        p.stack_id = capture_stack(ctx, ret, sp);
+        struct hidden_returns hidden;
+        hidden_returns_init(&hidden);
+        if (counted_elsewhere(cookie, kind, sp, pid_tgid, &ret, checked, &hidden)) {
+            count_stat(HP_STAT_NESTED);
+            return 1; /* its outer call has the realloc's old pointer too */
+        }
+        p.stack_id = capture_stack(ctx, ret, sp, &hidden);
     }
     if (!p.stack_id && !old_live)
         return 1;
-    if (!pid_tgid)
-        pid_tgid = bpf_get_current_pid_tgid();
     struct hp_pending_key pk = {.pid_tgid = pid_tgid, .sp = sp};
     if (bpf_map_update_elem(&pending, &pk, &p, BPF_ANY) != 0) {
         count_stat(HP_STAT_PENDING_FULL);

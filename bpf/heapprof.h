@@ -43,11 +43,20 @@ enum hp_stat {
     HP_STAT_PENDING_FULL,      /* pending map full: sampled call lost */
     HP_STAT_STACK_TRUNCATED,   /* stack deeper than HP_MAX_FRAMES */
     HP_STAT_STACK_READ_ERROR,  /* a user-memory read failed during the walk */
-    HP_STAT_UNWIND_NO_TABLE,   /* a frame in code with no table: frame pointer used */
-    HP_STAT_UNWIND_NO_ROW,     /* a pc in a table's gap (no CFI): the walk stopped */
+    HP_STAT_UNWIND_FP_FRAMES,  /* a frame at a pc no CFI row covers (no table, a table's
+                                * gap, JIT code): unwound by its frame pointer */
+    HP_STAT_UNWIND_BAD_FP,     /* no CFI row, and a frame pointer that is unknown, unaligned,
+                                * below the stack pointer or outside the thread's stack: stopped */
     HP_STAT_UNWIND_UNSUPPORTED, /* CFI we do not model: the walk stopped */
     HP_STAT_UNWIND_BAD_FRAME,  /* a CFA that does not move up the stack: the walk stopped */
     HP_STAT_UNWIND_CFI_STACKS, /* stacks walked with unwind tables */
+    HP_STAT_UNWIND_COMPLETE,   /* of those, stacks walked to their outermost frame */
+    HP_STAT_UNWIND_NOT_CODE,   /* no CFI row, and the frame pointer's return address is
+                                * outside executable mappings: stopped */
+    HP_STAT_UNWIND_MM_BUSY,    /* no CFI row, and the address space was being changed, so the
+                                * frame pointer could not be checked: stopped */
+    HP_STAT_RETURNS_UNHIDDEN,  /* return addresses a pending uretprobe had replaced by its
+                                * trampoline, read back from the kernel */
     HP_STAT_COUNT,
 };
 
@@ -136,7 +145,7 @@ struct hp_unwind_proc {
 /* Version of the pinned maps' layout and meaning: a daemon refuses pinned
  * maps of another version rather than misread them. Bump it whenever a
  * pinned map's key, value or semantics change. */
-#define HP_STATE_VERSION 2
+#define HP_STATE_VERSION 3
 #define HP_STATE_MAGIC 0x68656170u /* "heap" */
 
 /* What the pinned maps were made with (the `meta` map's one value). */

@@ -7,13 +7,11 @@
 #ifndef HEAPPROF_MAPS_BPF_H
 #define HEAPPROF_MAPS_BPF_H
 
-/* This CPU's sampling countdown, and the last allocation entry seen on it
- * (to recognise an allocator function that tail-calls another). */
+/* This CPU's sampling countdown, and the kind of the last allocation
+ * entry seen on it: after a malloc, the next entry on this CPU is seldom a
+ * call the allocator made itself, so it skips those checks (on_alloc_entry). */
 struct cpu_state {
     __u64 countdown;
-    __u64 last_pid_tgid;
-    __u64 last_sp;
-    __u64 last_ret;
     __u32 last_kind;
     __u32 initialized;
 };
@@ -24,6 +22,25 @@ struct {
     __type(key, __u32);
     __type(value, struct cpu_state);
 } cpu_states SEC(".maps");
+
+/* A thread's last call of a function that may jump to another (realloc,
+ * reallocarray): the jump enters the next function with the same stack
+ * pointer and return address. Kept per thread, not per CPU, so that a
+ * thread switched out or moved between the two entries is still known. */
+struct thread_call {
+    __u64 pid_tgid; /* the thread; another one sharing the slot never matches */
+    __u64 sp;
+    __u64 ret;
+    __u32 kind;
+    __u32 pad;
+};
+
+struct {
+    __uint(type, BPF_MAP_TYPE_ARRAY);
+    __uint(max_entries, HP_THREAD_SLOTS);
+    __type(key, __u32);
+    __type(value, struct thread_call);
+} thread_calls SEC(".maps");
 
 struct {
     __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);

@@ -34,6 +34,22 @@
 /* Probed functions per allocator image (malloc, calloc, realloc, ...). */
 #define HP_MAX_FUNCS 16
 
+/* Slots of the per-thread record of the last call of a function that may
+ * jump to another (realloc, reallocarray), indexed by thread id modulo
+ * this: 32 bytes each, 512 KiB. A record names its thread, so another one
+ * never matches it; two threads lose each other's record only if their
+ * ids are equal modulo 16384 and both are between the two entries of such
+ * a jump at once. The continuation is then counted again, at its right
+ * caller, unless a return probe's trampoline marks it (always so in the
+ * multi and classic layouts, and for a sampled first call). */
+#define HP_THREAD_SLOTS 16384
+
+/* Pending return probes of one thread passed over while looking for the
+ * one that hid a return address: the kernel allows 64 per thread
+ * (MAX_URETPROBE_DEPTH), a walk meets them innermost first and reads each
+ * once, and more than a few at once means uretprobes on recursive code. */
+#define HP_MAX_HIDDEN_RETURNS 16
+
 /* Slots probed for a free place when two stacks hash to one id. */
 #define HP_STACK_PROBES 4
 
@@ -53,6 +69,12 @@
  * search in BPF: a power of two). Processes with more code objects than
  * this unwind the rest by frame pointers. */
 #define HP_MAX_UNWIND_MAPPINGS 256
+
+/* Bytes of the main thread's stack above main's caller that the C
+ * runtime's start code takes: musl's _start and libc_start_main_stage2
+ * take 48 to 56 (a return address, four saved registers, alignment).
+ * A walk that cannot go on this close to the stack's start has ended. */
+#define HP_START_CODE_BYTES 64
 
 /* Steps of the binary search over one table: 2^22 rows at most. */
 #define HP_UNWIND_SEARCH_STEPS 22

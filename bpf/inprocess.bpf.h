@@ -26,7 +26,13 @@ int hp_report(struct pt_regs *ctx)
         return 0;
     }
     __u64 size = PT_REGS_PARM2(ctx);
-    __u64 stack_id = capture_stack(ctx, PT_REGS_PARM4(ctx), PT_REGS_PARM5(ctx));
+    __u64 sp = PT_REGS_PARM5(ctx);
+    /* Another tool's return probe on a function that jumped to the
+     * allocator may have hidden the caller's return address. */
+    struct hidden_returns hidden;
+    hidden_returns_init(&hidden);
+    __u64 ret = unhide_return(&hidden, sp, PT_REGS_PARM4(ctx));
+    __u64 stack_id = capture_stack(ctx, ret, sp, &hidden);
     if (stack_id && ptr)
         record(tgid, ptr, size, stack_id);
     return 0;

@@ -68,7 +68,11 @@ static __always_inline __u64 store_stack(const struct hp_stack *st)
     return 0;
 }
 
-static __always_inline __u64 capture_stack(struct pt_regs *ctx, __u64 ret, __u64 sp)
+/* Walks and stores the stack of a call whose caller returns to `ret` (its
+ * real address: see hidden_returns.bpf.h) from the slot at `sp`; returns
+ * its id, or 0. */
+static __always_inline __u64 capture_stack(struct pt_regs *ctx, __u64 ret, __u64 sp,
+                                           struct hidden_returns *hidden)
 {
     __u32 zero = 0;
     struct hp_stack *st = bpf_map_lookup_elem(&stack_scratch, &zero);
@@ -77,9 +81,9 @@ static __always_inline __u64 capture_stack(struct pt_regs *ctx, __u64 ret, __u64
     __u32 tgid = bpf_get_current_pid_tgid() >> 32;
     struct hp_unwind_proc *proc = bpf_map_lookup_elem(&unwind_procs, &tgid);
     if (proc)
-        walk_with_tables(st, proc, ret, sp, PT_REGS_FP(ctx));
+        walk_with_tables(st, proc, ret, sp, PT_REGS_FP(ctx), hidden);
     else
-        walk_frame_pointers(st, ret, sp, PT_REGS_FP(ctx));
+        walk_frame_pointers(st, ret, sp, PT_REGS_FP(ctx), hidden);
     return store_stack(st);
 }
 

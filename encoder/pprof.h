@@ -122,6 +122,16 @@ int pprof_add_sample(struct pprof_profile *p, const uint64_t *location_ids, size
                      const int64_t *values, size_t n_values, const struct pprof_label *labels,
                      size_t n_labels);
 
+/*
+ * Adds every sample of `src` to `dst`, with the mappings, functions and
+ * locations they use, each sample labelled with `labels` (replacing a
+ * label of the same key it has). The sample types must be the same, in
+ * the same order: else -EINVAL. On another error (-ENOMEM) `dst` may hold
+ * part of `src`: discard it.
+ */
+int pprof_merge(struct pprof_profile *dst, const struct pprof_profile *src,
+                const struct pprof_label *labels, size_t n_labels);
+
 /* The number of samples added so far. */
 size_t pprof_sample_count(const struct pprof_profile *p);
 

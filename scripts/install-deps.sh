@@ -6,7 +6,8 @@
 # users; the man page, the .deb and its tests: help2man, dpkg-dev with file
 # for CPack's dpkg-shlibdeps, lintian, man-db, python3-yaml and
 # python3-kubernetes for the DaemonSet's checks, run by Debian's
-# /usr/bin/python3), and the npm packages of web/package-lock.json (pinned,
+# /usr/bin/python3; node, OpenJDK, musl and busybox-static for
+# test_runtimes.py), and the npm packages of web/package-lock.json (pinned,
 # with integrity hashes) into web/node_modules: playwright-core and
 # pprof-format for those tests. The daemon's build needs no npm: the viewer
 # it serves is vendored in third_party/.
@@ -41,3 +42,7 @@ if [[ ! -f "$web/node_modules/.package-lock.json" ||
       "$web/package-lock.json" -nt "$web/node_modules/.package-lock.json" ]]; then
     npm ci --prefix "$web" --no-audit --no-fund --ignore-scripts --loglevel=error
 fi
+# The runtimes of tests/integration/test_runtimes.py: OpenJDK 17, musl,
+# a stripped static busybox, unshare (util-linux).
+apt-get install -y -qq --no-install-recommends \
+    openjdk-17-jdk-headless musl-tools busybox-static util-linux >/dev/null

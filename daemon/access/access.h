@@ -8,8 +8,8 @@
  *  - a trusted caller (root, a trust-uid, a member of a trust-group, the
  *    holder of the token, anyone under --open-loopback) may profile any
  *    process; another only processes whose real, effective and saved uids
- *    are its own and whose gids are one group it belongs to (ptrace's
- *    rule, without the capabilities).
+ *    are its own, whose gids are one group it belongs to, and that are
+ *    dumpable (ptrace's rule, without the capabilities).
  */
 #ifndef HEAPPROF_ACCESS_H
 #define HEAPPROF_ACCESS_H
@@ -89,9 +89,10 @@ int access_identify_tcp(int fd, const struct access_trust *t, struct caller *out
                         size_t errlen);
 
 /*
- * Whether `c` may profile process `pid`: 0, -EACCES (another user's), or
- * -ESRCH (no such process, for an untrusted caller). A trusted caller may
- * profile any pid: 0 without looking.
+ * Whether `c` may profile process `pid`: 0, -EACCES (another user's),
+ * -EPERM (its own but not dumpable, which ptrace refuses too), or -ESRCH
+ * (no such process, for an untrusted caller). A trusted caller may profile
+ * any pid: 0 without looking.
  */
 int access_may_profile(const struct caller *c, pid_t pid);
 

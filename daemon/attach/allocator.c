@@ -9,7 +9,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <unistd.h>
+
 #include "allocator_names.h"
+#include "debug_link.h"
 #include "elf_file.h"
 #include "load_order.h"
 #include "probe_site.h"
@@ -23,6 +26,7 @@
 struct candidate {
     const struct loaded_object *lo;
     struct elf_file *ef;
+    struct elf_file *debug; /* a stripped static executable's debug file, or NULL */
     int tried;
     int is_static_exe;
 };
@@ -57,6 +61,69 @@ static int open_object(pid_t pid, const struct loaded_object *lo, struct elf_fil
         snprintf(fail->path, sizeof(fail->path), "%s", lo->path);
     }
     return first;
+}
+
+/* GNU build ID hex into bytes; their count, 0 if the text is not hex. */
+static size_t build_id_bytes(const char *hex, unsigned char *out, size_t cap)
+{
+    size_t n = 0;
+    for (; hex[0] && hex[1] && n < cap; hex += 2) {
+        unsigned v;
+        if (sscanf(hex, "%2x", &v) != 1)
+            return 0;
+        out[n++] = (unsigned char)v;
+    }
+    return hex[0] ? 0 : n;
+}
+
+/*
+ * The debug file of the process's executable, a static one stripped of its
+ * symbols, found by its build ID only (in the process's root, then ours;
+ * see debug_link.h): a matching build ID makes its symbol addresses the
+ * executable's own. A .gnu_debuglink name alone is not enough here: it
+ * says which file, not which build. NULL if there is none.
+ */
+static struct elf_file *open_debug_file(pid_t pid, const struct candidate *c)
+{
+    char hex[129], root[64];
+    unsigned char id[64];
+    struct elf_file *dbg = NULL;
+    dev_t dev;
+    ino_t ino;
+    size_t len;
+    if (elf_file_build_id(c->ef, hex, sizeof(hex)) != 0 ||
+        !(len = build_id_bytes(hex, id, sizeof(id))) || proc_exe_identity(pid, &dev, &ino) != 0)
+        return NULL;
+    snprintf(root, sizeof(root), "/proc/%d/root", (int)pid);
+    struct debug_target t = {.root = root, .path = c->lo->path, .build_id = id,
+                             .build_id_len = len, .dev = dev, .ino = ino};
+    char *found = NULL;
+    int fd = debug_link_open(&t, &found);
+    if (fd < 0)
+        return NULL;
+    if (elf_file_open(found, &dbg) != 0)
+        dbg = NULL;
+    close(fd);
+    free(found);
+    return dbg;
+}
+
+/* Opens candidate `c` (the i-th object in load order) on first use; a
+ * static executable without a symbol for malloc gets its debug file too. */
+static void open_candidate(pid_t pid, struct candidate *c, size_t i, struct open_failure *fail)
+{
+    struct elf_symbol sym;
+    if (c->tried)
+        return;
+    c->tried = 1;
+    if (open_object(pid, c->lo, &c->ef, fail) != 0) {
+        c->ef = NULL;
+        return;
+    }
+    /* A static executable binds to its own symbol table. */
+    c->is_static_exe = i == 0 && !elf_file_is_dynamic(c->ef);
+    if (c->is_static_exe && elf_file_find_function(c->ef, "malloc", false, &sym) != 0)
+        c->debug = open_debug_file(pid, c);
 }
 
 /* The mapping of `object_path` holding file offset `off`, to place code in memory. */
@@ -145,18 +212,13 @@ static int plan_entry_points(pid_t pid, const struct proc_maps *maps, struct can
             continue;
         for (size_t i = 0; i < ncands; i++) {
             struct candidate *c = &cands[i];
-            if (!c->tried) {
-                c->tried = 1;
-                if (open_object(pid, c->lo, &c->ef, fail) != 0)
-                    c->ef = NULL;
-                /* A static executable binds to its own symbol table. */
-                c->is_static_exe = c->ef && i == 0 && !elf_file_is_dynamic(c->ef);
-            }
+            open_candidate(pid, c, i, fail);
             if (!c->ef)
                 continue;
+            /* Symbols from the debug file name code in the executable: same build. */
             struct elf_symbol sym;
-            if (elf_file_find_function(c->ef, allocator_names[k].name, !c->is_static_exe,
-                                       &sym) != 0)
+            if (elf_file_find_function(c->debug ? c->debug : c->ef, allocator_names[k].name,
+                                       !c->is_static_exe, &sym) != 0)
                 continue;
             e = plan_function(pid, maps, c, k, &sym, plan);
             if (e == -ENOENT)
@@ -167,15 +229,28 @@ static int plan_entry_points(pid_t pid, const struct proc_maps *maps, struct can
     return e;
 }
 
-/* Whether the plan has what a profile needs: malloc and free. */
-static int plan_is_complete(const struct allocator_plan *plan)
+/* Whether the plan has malloc, and free. */
+static void plan_has(const struct allocator_plan *plan, int *have_malloc, int *have_free)
 {
-    int have_malloc = 0, have_free = 0;
+    *have_malloc = *have_free = 0;
     for (size_t i = 0; i < plan->n; i++) {
-        have_malloc |= plan->funcs[i].kind == HP_MALLOC;
-        have_free |= plan->funcs[i].kind == HP_FREE;
+        *have_malloc |= plan->funcs[i].kind == HP_MALLOC;
+        *have_free |= plan->funcs[i].kind == HP_FREE;
     }
-    return have_malloc && have_free;
+}
+
+/* Says why a static executable without a symbol for malloc cannot be profiled. */
+static int refuse_stripped(pid_t pid, const struct candidate *exe, char *err, size_t errlen)
+{
+    char hex[129] = "";
+    if (exe->ef)
+        elf_file_build_id(exe->ef, hex, sizeof(hex));
+    snprintf(err, errlen,
+             "process %d cannot be profiled: %s is statically linked and has no symbol for "
+             "malloc (stripped), and no debug file with its build ID %s was found "
+             "(/usr/lib/debug/.build-id/)",
+             (int)pid, exe->lo->path, hex[0] ? hex : "(none)");
+    return -ENOEXEC;
 }
 
 int allocator_resolve(pid_t pid, const struct proc_maps *maps, struct allocator_plan *plan,
@@ -199,20 +274,30 @@ int allocator_resolve(pid_t pid, const struct proc_maps *maps, struct allocator_
         cands[i].lo = &lo.v[i];
     e = plan_entry_points(pid, maps, cands, lo.n, plan, &fail);
     plan->settled = lo.settled || (lo.n > 0 && cands[0].is_static_exe);
-    if (e) {
+    int have_malloc, have_free;
+    plan_has(plan, &have_malloc, &have_free);
+    /* A static executable that defines no free (musl links its simple
+     * malloc then) has nothing that frees: malloc alone is enough. */
+    int is_static = lo.n > 0 && cands[0].is_static_exe;
+    int complete = have_malloc && (have_free || is_static);
+    if (e == 0 && is_static && !have_malloc) {
+        e = refuse_stripped(pid, &cands[0], err, errlen);
+    } else if (e) {
         snprintf(err, errlen, "process %d: resolve allocator functions: %s", (int)pid,
                  strerror(-e));
-    } else if (!plan_is_complete(plan) && fail.err) {
+    } else if (!complete && fail.err) {
         /* An object we could not read may be the one that defines them. */
         snprintf(err, errlen, "process %d: open %s to find its allocator: %s", (int)pid,
                  fail.path, strerror(-fail.err));
         e = fail.err;
-    } else if (!plan_is_complete(plan)) {
+    } else if (!complete) {
         snprintf(err, errlen, "process %d: no loaded object defines malloc and free", (int)pid);
         e = -ENOENT;
     }
-    for (size_t i = 0; i < lo.n; i++)
+    for (size_t i = 0; i < lo.n; i++) {
         elf_file_close(cands[i].ef);
+        elf_file_close(cands[i].debug);
+    }
     free(cands);
     load_order_free(&lo);
     if (e)

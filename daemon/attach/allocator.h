@@ -3,7 +3,7 @@
  * to: for each name (malloc, calloc, ..., free), the first object in the
  * dynamic linker's search order that defines it. That is libc.so.6 usually,
  * a preloaded or linked jemalloc/tcmalloc/mimalloc, or the executable itself
- * when it is statically linked.
+ * when it is statically linked (from its debug file if it is stripped).
  *
  * Ownership: a `struct allocator_plan` owns its strings; free with
  * allocator_plan_free().
@@ -45,11 +45,15 @@ struct allocator_plan {
 };
 
 /*
- * Resolves the allocator of process `pid` (whose maps are `maps`). Returns
- * -ENOENT with a reason in `err` if no object defines malloc and free,
- * -ESRCH if the process is gone, and the error of the first object that
- * could not be opened (-EACCES, ...), naming it, if no object we could
- * read defines them.
+ * Resolves the allocator of process `pid` (whose maps are `maps`). A
+ * static executable stripped of its symbols is resolved from its debug
+ * file when one with its build ID is found (debug_link.h). Returns, with a
+ * reason in `err`: -ENOEXEC if the process can never be profiled (a static
+ * executable without a symbol for malloc), -ENOENT if no object defines
+ * malloc and free (yet: a process caught right after exec has no libc
+ * mapped), -ESRCH if the process is gone, and the error of the first
+ * object that could not be opened (-EACCES, ...), naming it, if no object
+ * we could read defines them.
  */
 int allocator_resolve(pid_t pid, const struct proc_maps *maps, struct allocator_plan *plan,
                       char *err, size_t errlen);

@@ -12,6 +12,7 @@
 #include "holders.h"
 #include "probe_links.h"
 #include "proc_maps.h"
+#include "process_match.h"
 #include "targets.h"
 
 /* One profiled process. */
@@ -19,7 +20,7 @@ struct target {
     pid_t pid;
     uint64_t start_time;
     uint64_t attached_ns; /* CLOCK_MONOTONIC when this daemon attached or adopted it */
-    char comm[17];
+    struct process_facts facts; /* its comm, exe and cgroup, as last read */
     char allocator[256];
     struct probe_links probes;
     int attaching; /* its attach runs outside the lock: not profiled yet */
@@ -68,6 +69,11 @@ void target_info_count(struct targets *t, size_t slot, struct target_info *out);
 /* Under the lock: detaches the target in `slot` at once, its pid now
  * naming another process (targets_detach.c). */
 void targets_detach_reused(struct targets *t, size_t slot);
+
+/* Reads the facts of tg's process afresh (its comm and cgroup may change),
+ * keeping the old ones if it is gone or its pid names another process: its
+ * last profile is kept under what it last was. */
+void target_refresh_facts(struct target *tg);
 
 /* Gives process `pid` its unwind tables, saying why when it cannot (its
  * stacks are then walked by frame pointers where there are no tables). */

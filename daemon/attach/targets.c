@@ -178,8 +178,7 @@ static int attach(struct targets *t, size_t slot, struct target *tg, const struc
         return e;
     if (proc_exe_identity(pid, &tg->exe_dev, &tg->exe_ino) != 0)
         tg->exe_ino = 0;
-    if (proc_comm(pid, tg->comm, sizeof(tg->comm)) != 0)
-        tg->comm[0] = '\0';
+    target_refresh_facts(tg);
     take_plan(tg, &plan, &img);
     /* Tables, ranges and a zeroed hit counter before the first probe fires. */
     target_update_unwind_tables(t, pid);
@@ -298,6 +297,11 @@ int targets_hold_set(struct targets *t, pid_t pid, const struct holders *holders
     if (proc_start_time(pid, &start_time) != 0) {
         targets_exited(t, pid); /* a target that has just exited: keep its last profile */
         snprintf(err, errlen, "process %d does not exist", (int)pid);
+        return -ESRCH;
+    }
+    if (how->started && start_time != how->started) {
+        snprintf(err, errlen, "process %d has exited: its pid names another process now",
+                 (int)pid);
         return -ESRCH;
     }
     struct target *tg = calloc(1, sizeof(*tg));
@@ -447,7 +451,7 @@ static uint64_t ns_per_hit_of(const struct targets *t, const struct target *tg)
 void target_info_copy(const struct targets *t, const struct target *tg, struct target_info *out)
 {
     out->pid = tg->pid;
-    memcpy(out->comm, tg->comm, sizeof(out->comm));
+    memcpy(out->comm, tg->facts.comm, sizeof(out->comm));
     memcpy(out->allocator, tg->allocator, sizeof(out->allocator));
     out->nfuncs = tg->nfuncs;
     out->emulated = tg->emulated;

@@ -26,6 +26,7 @@
 #include "hp_limits.h"
 #include "probe_cost.h"
 #include "proc_maps.h"
+#include "process_match.h"
 #include "sampler_choice.h"
 #include "unwind_manager.h"
 
@@ -63,9 +64,10 @@ enum target_end {
 /* What is left of a target whose probes go, for keeping its last profile. */
 struct target_farewell {
     pid_t pid;
-    uint64_t start_time;
-    const char *comm;
-    const struct proc_maps *maps; /* its last memory map: /proc may have none left */
+    /* Its comm, exe, cgroup and start time, as last read: a selector picks
+     * its kept profile by these, and /proc may have none of them left. */
+    const struct process_facts *facts;
+    const struct proc_maps *maps; /* its last memory map */
     enum target_end end;
     uint64_t idle_ns;             /* END_IDLE after a request hold: --idle-detach */
     const struct target_info *info; /* as it was (cost, holders) */
@@ -142,6 +144,11 @@ struct hold_request {
      * with an owner is detached, not attached again, when it execs: the
      * new program may not be its owner's to profile. */
     const uid_t *owner;
+    /* The process's start time (clock ticks since boot, as process_facts
+     * has it) when the caller found it (a selector): -ESRCH if `pid` names
+     * another process by then, which is never attached in its place. 0:
+     * whichever process has the pid. */
+    uint64_t started;
     /* If not NULL: what this call attached (->pid 0 if it attached nothing). */
     struct target_info *attached;
 };

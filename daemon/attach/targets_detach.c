@@ -66,9 +66,23 @@ uint64_t target_release_probes(struct targets *t, struct target *tg, int keep_st
     return took;
 }
 
+void target_refresh_facts(struct target *tg)
+{
+    struct process_facts now;
+    if (process_facts_read(tg->pid, &now) != 0)
+        return;
+    if (now.start_time != tg->start_time) {
+        process_facts_free(&now);
+        return;
+    }
+    process_facts_free(&tg->facts);
+    tg->facts = now;
+}
+
 void target_free(struct target *tg)
 {
     proc_maps_free(&tg->last_maps);
+    process_facts_free(&tg->facts);
     free(tg);
 }
 
@@ -120,8 +134,7 @@ static void say_farewell(struct targets *t, size_t slot, struct target *tg, uint
     target_info_count(t, slot, &info);
     struct target_farewell f = {
         .pid = tg->pid,
-        .start_time = tg->start_time,
-        .comm = tg->comm,
+        .facts = &tg->facts,
         .maps = &tg->last_maps,
         .end = tg->end,
         .idle_ns = idle_ns,
@@ -182,6 +195,8 @@ static size_t mark_gone(struct targets *t, size_t *gone, pid_t *exec_d, struct h
             continue;
         int exited = proc_start_time(tg->pid, &start_time) != 0 || start_time != tg->start_time;
         int exec = !exited && has_exec_d(tg);
+        if (!exited)
+            target_refresh_facts(tg);
         /* An owner's process that exec'd may now run a program its owner
          * may not profile (setuid): it asks again, and is checked again. */
         if (exec && !tg->owned) {

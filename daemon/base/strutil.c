@@ -1,5 +1,6 @@
 /*
- * strutil.c - strict decimal and duration parsing (see strutil.h).
+ * strutil.c - strict decimal and duration parsing, control bytes hidden (see
+ * strutil.h).
  */
 #include "strutil.h"
 
@@ -66,4 +67,11 @@ int parse_duration(const char *s, uint64_t max_ns, uint64_t *out)
     }
     *out = total;
     return 0;
+}
+
+void hide_control_bytes(char *s)
+{
+    for (; *s; s++)
+        if ((unsigned char)*s < 0x20 || *s == 0x7f)
+            *s = '?';
 }

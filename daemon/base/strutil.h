@@ -1,7 +1,8 @@
 /*
  * strutil.h - strict parsing of numbers from untrusted text (command line,
  * HTTP queries, /proc files): no sign, no spaces, no trailing junk. The one
- * decimal reader of the daemon: every other parser of digits calls it.
+ * decimal reader of the daemon: every other parser of digits calls it. And
+ * untrusted text made safe for a one-line message.
  */
 #ifndef HEAPPROF_STRUTIL_H
 #define HEAPPROF_STRUTIL_H
@@ -25,5 +26,8 @@ int parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out);
 /* Parses a Go-style duration ("90s", "5m", "1h30m", "250ms"; a plain number
  * is seconds) into nanoseconds; -EINVAL if malformed or over `max_ns`. */
 int parse_duration(const char *s, uint64_t max_ns, uint64_t *out);
+/* Replaces the control bytes of `s` with '?', so that text a request or a
+ * process chose (a path may hold a newline) stays on one line. */
+void hide_control_bytes(char *s);
 
 #endif

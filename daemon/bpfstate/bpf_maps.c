@@ -404,11 +404,15 @@ const char *bpf_state_stat_name(enum hp_stat s)
         [HP_STAT_PENDING_FULL] = "samples_dropped_pending_map_full",
         [HP_STAT_STACK_TRUNCATED] = "stacks_truncated",
         [HP_STAT_STACK_READ_ERROR] = "stack_read_errors",
-        [HP_STAT_UNWIND_NO_TABLE] = "unwind_frames_without_table",
-        [HP_STAT_UNWIND_NO_ROW] = "unwind_stopped_no_row",
+        [HP_STAT_UNWIND_FP_FRAMES] = "unwind_frames_by_frame_pointer",
+        [HP_STAT_UNWIND_BAD_FP] = "unwind_stopped_bad_frame_pointer",
         [HP_STAT_UNWIND_UNSUPPORTED] = "unwind_stopped_unsupported_cfi",
         [HP_STAT_UNWIND_BAD_FRAME] = "unwind_stopped_bad_frame",
         [HP_STAT_UNWIND_CFI_STACKS] = "unwind_stacks_with_tables",
+        [HP_STAT_UNWIND_COMPLETE] = "unwind_stacks_complete",
+        [HP_STAT_UNWIND_NOT_CODE] = "unwind_stopped_return_outside_code",
+        [HP_STAT_UNWIND_MM_BUSY] = "unwind_stopped_mm_busy",
+        [HP_STAT_RETURNS_UNHIDDEN] = "return_addresses_unhidden",
     };
     return (unsigned)s < HP_STAT_COUNT ? names[s] : "unknown";
 }

@@ -107,6 +107,10 @@ static unsigned status_of(int e)
     case -EACCES:
     case -EPERM:
         return MHD_HTTP_FORBIDDEN;
+    case -ENOEXEC: /* it exists, but has nothing we can probe (a stripped static binary) */
+        return MHD_HTTP_UNPROCESSABLE_CONTENT;
+    case -ESTALE: /* pid= with a selector it does not match: not the process meant */
+        return MHD_HTTP_CONFLICT;
     case -ENOSPC:
     case -EDQUOT:
     case -EAGAIN:

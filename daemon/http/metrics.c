@@ -419,6 +419,10 @@ static int write_request_metrics(struct daemon_ctx *ctx, struct pprof_buf *out)
         e = emit_metric(out, "profiles_served_total", "counter", "Profiles served.",
                         atomic_load(&ctx->profiles_served));
     if (e == 0)
+        e = emit_metric(out, "delta_windows_open", "gauge",
+                        "Delta profiles (seconds=) in their window now.",
+                        atomic_load(&ctx->delta_windows_open));
+    if (e == 0)
         e = pprof_buf_printf(out,
                              "# HELP heapprofd_profile_build_seconds Time spent building and "
                              "encoding profiles (sum and count: divide for the mean per scrape).\n"

@@ -1,9 +1,11 @@
 /*
- * proc_info.c - reads a process's start time, name and executable from
- * /proc, and names the paths of its mapped files (see proc_info.h).
+ * proc_info.c - reads a process's start time, name, executable and
+ * namespaced pid and cgroup from /proc, names the paths of its mapped
+ * files, and walks the list of processes (see proc_info.h).
  */
 #include "proc_info.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -84,6 +86,36 @@ int proc_comm(pid_t pid, char *buf, size_t len)
     return 0;
 }
 
+int proc_ns_pid(pid_t pid, pid_t *ns_pid)
+{
+    char buf[4096];
+    int e = read_proc_file(pid, "status", buf, sizeof(buf));
+    if (e)
+        return e;
+    const char *p = strstr(buf, "\nNSpid:");
+    if (!p) {
+        *ns_pid = pid; /* kernels before 4.1 have no NSpid: one namespace */
+        return 0;
+    }
+    /* "NSpid:\t42\t7": the last is the innermost namespace's. */
+    p += strlen("\nNSpid:");
+    size_t len = strcspn(p, "\n");
+    const char *last = p + len;
+    while (last > p && last[-1] >= '0' && last[-1] <= '9')
+        last--;
+    char digits[16];
+    size_t n = (size_t)(p + len - last);
+    if (n == 0 || n >= sizeof(digits))
+        return -EINVAL;
+    memcpy(digits, last, n);
+    digits[n] = '\0';
+    uint64_t v;
+    if (parse_u64(digits, 1, HP_MAX_PID, &v) != 0)
+        return -EINVAL;
+    *ns_pid = (pid_t)v;
+    return 0;
+}
+
 int proc_exe_path(pid_t pid, char *buf, size_t len)
 {
     char link[64];
@@ -124,4 +156,42 @@ int proc_map_file_path(pid_t pid, uint64_t start, uint64_t end, char *buf, size_
     int n = snprintf(buf, len, "/proc/%d/map_files/%llx-%llx", (int)pid,
                      (unsigned long long)start, (unsigned long long)end);
     return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
+}
+
+int proc_cgroup(pid_t pid, char *buf, size_t len)
+{
+    char path[64], line[4096];
+    snprintf(path, sizeof(path), "/proc/%d/cgroup", (int)pid);
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return errno == ENOENT ? -ESRCH : -errno;
+    int e = -ENOENT;
+    while (fgets(line, sizeof(line), f)) {
+        if (strncmp(line, "0::", 3) != 0)
+            continue;
+        line[strcspn(line, "\n")] = '\0';
+        e = strlen(line + 3) < len ? 0 : -ENAMETOOLONG;
+        if (e == 0)
+            memcpy(buf, line + 3, strlen(line + 3) + 1);
+        break;
+    }
+    fclose(f);
+    return e;
+}
+
+int proc_each_pid(int (*fn)(pid_t pid, void *arg), void *arg)
+{
+    DIR *d = opendir("/proc");
+    if (!d)
+        return -errno;
+    pid_t self = getpid();
+    int r = 0;
+    struct dirent *de;
+    while (r == 0 && (de = readdir(d)) != NULL) {
+        uint64_t pid;
+        if (parse_u64(de->d_name, 1, HP_MAX_PID, &pid) == 0 && (pid_t)pid != self)
+            r = fn((pid_t)pid, arg);
+    }
+    closedir(d);
+    return r;
 }

@@ -1,7 +1,8 @@
 /*
  * proc_info.h - small facts about a process from /proc: its start time
  * (which tells a reused pid from the process we attached to), its name,
- * its executable, and the paths that open the files it maps.
+ * its executable, the paths that open the files it maps, and its pid
+ * inside its own pid namespace, its cgroup; and every process there is.
  */
 #ifndef HEAPPROF_PROC_INFO_H
 #define HEAPPROF_PROC_INFO_H
@@ -21,9 +22,22 @@ int proc_cpu_time_ns(pid_t pid, uint64_t *ns);
 /* The command name (/proc/PID/comm, without newline); -ESRCH if gone. */
 int proc_comm(pid_t pid, char *buf, size_t len);
 
+/* The pid the process has in its own pid namespace (the last NSpid of
+ * /proc/PID/status): what it calls itself, e.g. in /tmp/perf-PID.map. */
+int proc_ns_pid(pid_t pid, pid_t *ns_pid);
+
 /* The executable's path as the process sees it (the target of
  * /proc/PID/exe, without the " (deleted)" of an unlinked file); -errno. */
 int proc_exe_path(pid_t pid, char *buf, size_t len);
+
+/* The process's cgroup v2 path (its "0::" line of /proc/PID/cgroup,
+ * "/system.slice/redis.service"); -ESRCH if gone, -ENOENT if it has none
+ * (no cgroup v2 hierarchy), -ENAMETOOLONG if `len` is too small. */
+int proc_cgroup(pid_t pid, char *buf, size_t len);
+
+/* Calls `fn(pid, arg)` for every process in /proc but this one, until it
+ * returns non-zero; returns that, or 0. -errno if /proc cannot be read. */
+int proc_each_pid(int (*fn)(pid_t pid, void *arg), void *arg);
 
 /* The device and inode of the process's executable (stat of
  * /proc/PID/exe); -errno if it cannot be read. */

@@ -29,6 +29,7 @@ struct daemon_ctx {
     atomic_uint_fast64_t profiles_served;
     atomic_uint_fast64_t profile_build_ns; /* total time spent building profiles */
     atomic_uint_fast64_t profile_builds;   /* profiles built (the count of that time) */
+    atomic_uint_fast64_t delta_windows_open; /* seconds= profiles between their two reads */
 };
 
 #endif

@@ -29,6 +29,7 @@ static void clear_entry(struct exited_entry *e)
     pprof_free(e->profile);
     e->profile = NULL;
     e->pid = 0;
+    process_facts_free(&e->facts);
 }
 
 void exited_profiles_destroy(struct exited_profiles *x)
@@ -60,12 +61,16 @@ static int encode_forms(struct pprof_profile *p, struct pprof_buf forms[EXITED_F
     return e;
 }
 
-int exited_profiles_put(struct exited_profiles *x, pid_t pid, uint64_t start_time,
+int exited_profiles_put(struct exited_profiles *x, pid_t pid, const struct process_facts *facts,
                         struct pprof_profile *p)
 {
     struct pprof_buf forms[EXITED_FORMS] = {{0}};
-    int e = encode_forms(p, forms); /* outside the lock: encoding takes a while */
+    struct process_facts copy;
+    int e = process_facts_copy(&copy, facts);
+    if (e == 0)
+        e = encode_forms(p, forms); /* outside the lock: encoding takes a while */
     if (e) {
+        process_facts_free(&copy); /* empty if the copy failed */
         for (int f = 0; f < EXITED_FORMS; f++)
             pprof_buf_free(&forms[f]);
         return e;
@@ -83,7 +88,7 @@ int exited_profiles_put(struct exited_profiles *x, pid_t pid, uint64_t start_tim
     }
     clear_entry(&x->v[slot]);
     x->v[slot].pid = pid;
-    x->v[slot].start_time = start_time;
+    x->v[slot].facts = copy;
     x->v[slot].exited_at = now;
     memcpy(x->v[slot].forms, forms, sizeof(forms));
     x->v[slot].profile = p;
@@ -112,7 +117,7 @@ bool exited_profiles_has(struct exited_profiles *x, pid_t pid, uint64_t start_ti
 {
     pthread_mutex_lock(&x->lock);
     struct exited_entry *en = find_locked(x, pid);
-    bool has = en && en->start_time == start_time;
+    bool has = en && en->facts.start_time == start_time;
     pthread_mutex_unlock(&x->lock);
     return has;
 }
@@ -142,4 +147,20 @@ int exited_profiles_write(struct exited_profiles *x, pid_t pid,
         e = write(en->profile, arg, out);
     pthread_mutex_unlock(&x->lock);
     return e;
+}
+
+int exited_profiles_each(struct exited_profiles *x,
+                         int (*visit)(pid_t pid, const struct process_facts *facts,
+                                      const struct pprof_profile *p, time_t exited_at, void *arg),
+                         void *arg)
+{
+    int r = 0;
+    pthread_mutex_lock(&x->lock);
+    for (size_t i = 0; i < EXITED_MAX && r == 0; i++) {
+        struct exited_entry *en = &x->v[i];
+        if (en->pid && find_locked(x, en->pid) == en && en->profile)
+            r = visit(en->pid, &en->facts, en->profile, en->exited_at, arg);
+    }
+    pthread_mutex_unlock(&x->lock);
+    return r;
 }

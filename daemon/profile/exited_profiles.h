@@ -20,6 +20,7 @@
 #include <time.h>
 
 #include "pprof.h"
+#include "process_match.h"
 
 /* How long an exited process's last profile stays readable. */
 #define EXITED_KEEP_SECONDS 600
@@ -38,8 +39,8 @@ struct exited_profiles {
     pthread_mutex_t lock;
     struct exited_entry {
         pid_t pid;
-        uint64_t start_time; /* of the process: tells a process let go from a reused pid */
-        time_t exited_at;    /* CLOCK_MONOTONIC seconds */
+        struct process_facts facts; /* what it was: a selector picks it by these */
+        time_t exited_at; /* CLOCK_MONOTONIC seconds */
         struct pprof_buf forms[EXITED_FORMS];
         struct pprof_profile *profile; /* owned */
     } v[EXITED_MAX];
@@ -49,9 +50,9 @@ struct exited_profiles {
 void exited_profiles_init(struct exited_profiles *x);
 void exited_profiles_destroy(struct exited_profiles *x);
 
-/* Keeps the last profile of `pid` (started at `start_time`), encoded now;
- * takes `p` on success (else it stays the caller's). */
-int exited_profiles_put(struct exited_profiles *x, pid_t pid, uint64_t start_time,
+/* Keeps the last profile of `pid`, which was `facts` (copied), encoded
+ * now; takes `p` on success (else it stays the caller's). */
+int exited_profiles_put(struct exited_profiles *x, pid_t pid, const struct process_facts *facts,
                         struct pprof_profile *p);
 
 /* Whether a profile of process `pid` started at `start_time` is kept. */
@@ -67,5 +68,12 @@ int exited_profiles_write(struct exited_profiles *x, pid_t pid,
                           int (*write)(const struct pprof_profile *p, void *arg,
                                        struct pprof_buf *out),
                           void *arg, struct pprof_buf *out);
+
+/* Calls `visit` on each kept profile (under the lock, so none can go
+ * meanwhile) until it returns non-zero; returns that, or 0. */
+int exited_profiles_each(struct exited_profiles *x,
+                         int (*visit)(pid_t pid, const struct process_facts *facts,
+                                      const struct pprof_profile *p, time_t exited_at, void *arg),
+                         void *arg);
 
 #endif

@@ -75,8 +75,9 @@ static int add_header(struct pprof_profile *p, struct bpf_state *bpf,
             snprintf(line, sizeof(line), "heapprofd: pid %d, sample interval %llu bytes",
                      (int)s->pid, (unsigned long long)bpf->sample_interval);
         else
-            snprintf(line, sizeof(line), "heapprofd: all profiled processes, sample interval "
-                     "%llu bytes", (unsigned long long)bpf->sample_interval);
+            snprintf(line, sizeof(line), "heapprofd: %s, sample interval %llu bytes",
+                     s->scope ? s->scope : "all profiled processes",
+                     (unsigned long long)bpf->sample_interval);
         e = pprof_add_comment(p, line);
         /* Losses are daemon-wide counters: say so when any happened. */
         for (int i = HP_STAT_STACK_COLLISION; i < HP_STAT_COUNT && e == 0; i++) {

@@ -23,6 +23,7 @@ struct heap_profile_spec {
     int default_alloc;        /* default sample type alloc_space (allocs) instead of inuse_space */
     int64_t duration_ns;      /* of a delta profile, else 0 */
     bool symbolize;           /* false: addresses and mappings only (symbolize=0) */
+    const char *scope;        /* pid 0: which processes these are, for a comment (NULL: all) */
 };
 
 /* One process's share of a profile. */

@@ -24,6 +24,7 @@
 struct mapping_state {
     int64_t id;             /* pprof id, 0 until added */
     struct cached_elf *elf; /* a cache reference, or NULL */
+    int elf_error;          /* why there is none: -ENOEXEC for a file that is not ELF */
     bool elf_tried;
     bool functions, filenames, line_numbers, inline_frames;
 };
@@ -45,6 +46,9 @@ struct frame_slot {
 struct profile_frames {
     pid_t pid;
     bool symbolize;
+    bool perf_map_tried;
+    struct perf_map *perf_map; /* a reference, or NULL: the process's JIT names */
+    char jit_name[80];         /* "[jit node]": JIT code without a name, "" until needed */
     const struct proc_maps *maps;
     struct symbol_cache *cache;
     struct pprof_profile *p;
@@ -84,6 +88,8 @@ void profile_frames_free(struct profile_frames *t)
     for (size_t i = 0; t->ms && i < t->maps->n; i++)
         if (t->ms[i].elf)
             symbol_cache_put(t->cache, t->ms[i].elf);
+    if (t->perf_map)
+        perf_map_put(&t->cache->perf_maps, t->perf_map);
     free(t->ms);
     free(t->gaps);
     free(t->slots);
@@ -126,7 +132,8 @@ static struct cached_elf *mapping_elf(struct profile_frames *t, size_t i)
     struct mapping_state *s = &t->ms[i];
     if (!s->elf_tried) {
         s->elf_tried = true;
-        if (symbol_cache_get(t->cache, t->pid, &t->maps->v[i], &s->elf) != 0)
+        s->elf_error = symbol_cache_get(t->cache, t->pid, &t->maps->v[i], &s->elf);
+        if (s->elf_error)
             s->elf = NULL;
     }
     return s->elf;
@@ -211,6 +218,63 @@ static int64_t add_location(struct profile_frames *t, uint64_t mid, uint64_t pc,
     return pprof_location_id(t->p, mid, pc, lines, n);
 }
 
+/* Whether mapping i holds code made at run time: executable and anonymous
+ * (not the kernel's [vdso] and friends), or a file that is not ELF (a
+ * memfd a JIT maps twice, writable and executable). */
+static bool is_jit_mapping(struct profile_frames *t, size_t i)
+{
+    const struct proc_mapping *m = &t->maps->v[i];
+    if (!m->executable)
+        return false;
+    if (proc_mapping_is_file(m))
+        return mapping_elf(t, i) == NULL && t->ms[i].elf_error == -ENOEXEC;
+    return m->path[0] == '\0' || strncmp(m->path, "[anon:", 6) == 0;
+}
+
+/* "[jit node]": what JIT code without a name is called, after the runtime. */
+static const char *jit_name(struct profile_frames *t)
+{
+    if (t->jit_name[0])
+        return t->jit_name;
+    char exe[4096];
+    if (proc_exe_path(t->pid, exe, sizeof(exe)) != 0)
+        exe[0] = '\0';
+    const char *base = strrchr(exe, '/') ? strrchr(exe, '/') + 1 : exe;
+    snprintf(t->jit_name, sizeof(t->jit_name), base[0] ? "[jit %s]" : "[jit]", base);
+    return t->jit_name;
+}
+
+/*
+ * The location of JIT code at `pc` in pprof mapping `mid`: named from the
+ * process's perf map, else, in a JIT mapping (`ms` given), after the
+ * runtime ("[jit node]"); marked with the file "[jit]" either way. An
+ * address in no mapping that the perf map does not know stays unnamed:
+ * it may as well be a library unloaded since.
+ */
+static int64_t add_jit_location(struct profile_frames *t, int64_t mid, uint64_t pc,
+                                struct mapping_state *ms)
+{
+    if (mid < 0 || !t->symbolize)
+        return mid < 0 ? mid : pprof_location_id(t->p, (uint64_t)mid, pc, NULL, 0);
+    if (!t->perf_map_tried) {
+        t->perf_map_tried = true;
+        if (perf_map_get(&t->cache->perf_maps, t->pid, &t->perf_map) != 0)
+            t->perf_map = NULL;
+    }
+    char name[PERF_MAP_MAX_NAME];
+    if (!t->perf_map || perf_map_lookup(t->perf_map, pc, name, sizeof(name)) != 1) {
+        if (!ms)
+            return pprof_location_id(t->p, (uint64_t)mid, pc, NULL, 0);
+        snprintf(name, sizeof(name), "%s", jit_name(t));
+    }
+    struct sym_line l = {.name = name, .system_name = name, .file = "[jit]", .line = 0};
+    struct sym_frame f = {.n = 1};
+    f.lines[0] = l;
+    if (ms)
+        note_lines(ms, &f, 0);
+    return add_location(t, (uint64_t)mid, pc, &f, 0);
+}
+
 /*
  * Names `pc` and, unless it may be skipped as the allocator's, adds its
  * location into s->location. With `may_skip`, an address whose every line
@@ -221,12 +285,17 @@ static int resolve(struct profile_frames *t, struct frame_slot *s, bool may_skip
     uint64_t pc = s->pc;
     const struct proc_mapping *m = proc_maps_find(t->maps, pc);
     if (!m) {
-        int64_t gid = gap_id(t, pc);
+        /* JIT code unmapped since the sample, or nothing: the perf map may know. */
         s->allocator = 0;
-        s->location = gid < 0 ? gid : pprof_location_id(t->p, (uint64_t)gid, pc, NULL, 0);
+        s->location = add_jit_location(t, gap_id(t, pc), pc, NULL);
         return s->location < 0 ? (int)s->location : 0;
     }
     size_t i = (size_t)(m - t->maps->v);
+    if (is_jit_mapping(t, i)) {
+        s->allocator = 0;
+        s->location = add_jit_location(t, mapping_id(t, i), pc, &t->ms[i]);
+        return s->location < 0 ? (int)s->location : 0;
+    }
     struct sym_frame f = {.n = 0};
     struct cached_elf *e = proc_mapping_is_file(m) ? mapping_elf(t, i) : NULL;
     if (e && (t->symbolize || may_skip)) {

@@ -1,46 +1,55 @@
 /*
  * profile_request.c - a profile request from its parameters to encoded
- * bytes (see profile_request.h). The attach policy of requests: a request
- * for a process holds it until --idle-detach passes without another; a
- * delta profile (seconds=) holds it only for its window, so a process
- * scraped that way pays only while the scrape lasts.
+ * bytes (see profile_request.h). Every process a request attaches, named
+ * by pid or picked by a selector, goes through attach_for(): the same
+ * access check, per-uid cap, --max-targets and audit line, and the same
+ * attach policy: the request holds it until --idle-detach passes without
+ * another; a delta profile (seconds=) holds it only for its window, so a
+ * process scraped that way pays only while the scrape lasts.
  */
 #include "profile_request.h"
 
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "clock.h"
 #include "exited_profiles.h"
 #include "proc_info.h"
 #include "profile_formats.h"
+#include "selection.h"
 #include "views.h"
 
-/* Makes sure process q->pid may be profiled by `who` and is attached, held
- * by this request: for its window (seconds=), or until --idle-detach
- * passes without another request; within the caller's share of the
- * targets if it is not trusted. An attach is logged with who asked (the
- * audit line). */
-static int attach_for(struct daemon_ctx *ctx, const struct profile_query *q,
-                      const struct caller *who, char *err, size_t errlen)
+/* Makes sure process `pid` (started at `started`; 0: whichever has the pid)
+ * may be profiled by `who` and is attached, held by this request: for its
+ * window (`seconds`), or until --idle-detach passes without another
+ * request; within the caller's share of the targets if it is not trusted.
+ * An attach is logged with who asked (the audit line). */
+static int attach_for(struct daemon_ctx *ctx, const struct caller *who, pid_t pid,
+                      uint64_t started, unsigned seconds, char *err, size_t errlen)
 {
-    if (access_may_profile(who, q->pid) == -EACCES) {
-        snprintf(err, errlen, "uid %u may not profile process %d, which is not its own",
-                 (unsigned)who->uid, (int)q->pid);
-        return -EACCES;
+    int e = access_may_profile(who, pid);
+    if (e == -EACCES || e == -EPERM) {
+        snprintf(err, errlen, "uid %u may not profile process %d, which is %s", (unsigned)who->uid,
+                 (int)pid,
+                 e == -EACCES ? "not its own"
+                              : "not dumpable (prctl PR_SET_DUMPABLE 0, or it gained ids or "
+                                "capabilities at exec): ptrace would refuse too");
+        return e;
     }
     uint64_t now = monotonic_ns(), idle = targets_idle_ns(ctx->targets);
     struct target_info attached;
     struct hold_request how = {.kind = HOLD_REQUEST,
                                .until_ns = idle ? now + idle : HOLD_FOREVER,
                                .owner = who->trusted ? NULL : &who->uid,
+                               .started = started,
                                .attached = &attached};
-    if (q->seconds) {
+    if (seconds) {
         how.kind = HOLD_WINDOW;
-        how.until_ns = now + (uint64_t)q->seconds * 1000000000u;
+        how.until_ns = now + (uint64_t)seconds * 1000000000u;
     }
-    int e = targets_hold(ctx->targets, q->pid, &how, err, errlen);
+    e = targets_hold(ctx->targets, pid, &how, err, errlen);
     if (e == 0 && attached.pid)
         access_audit_attach(stderr, who, attached.pid, attached.comm, attached.sampler);
     return e;
@@ -95,33 +104,13 @@ static int answer_exited(struct daemon_ctx *ctx, const struct profile_query *q, 
     return 0;
 }
 
-int profile_request_answer(struct daemon_ctx *ctx, const struct profile_query *q,
-                           const struct caller *who, int default_alloc, struct profile_answer *out,
-                           char *err, size_t errlen)
+/* Writes the built profile `p` (freed here) in the form `q` asks for. */
+static int answer_built(struct daemon_ctx *ctx, const struct profile_query *q, int default_alloc,
+                        struct pprof_profile *p, uint64_t t0, struct profile_answer *out,
+                        char *err, size_t errlen)
 {
-    memset(out, 0, sizeof(*out));
-    if (!ctx->bpf) {
-        snprintf(err, errlen, "BPF unavailable: %s", ctx->bpf_error);
-        return -ENODEV;
-    }
-    /* A process let go while idle: the next request gets the profile it had
-     * then, and attaches it again. */
-    int kept = q->pid && may_read_kept(q, who) && was_let_go(ctx, q->pid);
-    int e = q->pid ? attach_for(ctx, q, who, err, errlen) : 0;
-    if ((e == -ESRCH || kept) && may_read_kept(q, who))
-        return answer_exited(ctx, q, default_alloc, out, err, errlen);
-    if (e)
-        return e;
-
-    uint64_t t0 = monotonic_ns();
-    struct pprof_profile *p = NULL;
-    e = views_build(ctx, q, who, default_alloc, &p, err, errlen);
-    if (q->pid && q->seconds)
-        targets_release(ctx->targets, q->pid, HOLD_WINDOW);
-    if (e)
-        return e;
     struct profile_form form = {.q = q, .default_alloc = default_alloc};
-    e = profile_form_write(p, &form, &out->body);
+    int e = profile_form_write(p, &form, &out->body);
     out->content_type = form.content_type;
     pprof_free(p);
     atomic_fetch_add(&ctx->profile_build_ns, monotonic_ns() - t0);
@@ -133,4 +122,148 @@ int profile_request_answer(struct daemon_ctx *ctx, const struct profile_query *q
     }
     atomic_fetch_add(&ctx->profiles_served, 1);
     return 0;
+}
+
+/* Attaches every process in `procs` for `who` (for the window of a delta
+ * profile, or as a request holds a pid), keeping in place those
+ * attached (their count is returned); each one that could not be is said
+ * in a comment line of `notes`, and the first such error is in *first. */
+static size_t attach_selected(struct daemon_ctx *ctx, const struct profile_query *q,
+                              const struct caller *who, struct process_found *procs, size_t n, struct pprof_buf *notes,
+                              int *first, char *err, size_t errlen)
+{
+    size_t kept = 0;
+    char why[512];
+    *first = 0;
+    for (size_t i = 0; i < n; i++) {
+        int e = attach_for(ctx, who, procs[i].pid, procs[i].start_time, q->seconds, why,
+                           sizeof(why));
+        if (e == 0) {
+            procs[kept++] = procs[i];
+            continue;
+        }
+        if (e == -ESRCH)
+            continue; /* it exited meanwhile: it no longer matches */
+        if (e == -ENOEXEC) /* as for a pid: the operator should hear of it */
+            fprintf(stderr, "heapprofd: %s\n", why);
+        if (!*first) {
+            *first = e;
+            snprintf(err, errlen, "%s", why);
+        }
+        pprof_buf_printf(notes, "heapprofd: process %d (%s) matches but is not profiled: %s\n",
+                         (int)procs[i].pid, procs[i].comm, why);
+    }
+    return kept;
+}
+
+/* Adds each line of `notes` as a comment of `p`. */
+static int add_notes(struct pprof_profile *p, const struct pprof_buf *notes)
+{
+    int e = 0;
+    for (size_t at = 0; at < notes->len && e == 0;) {
+        const char *line = (const char *)notes->data + at;
+        size_t len = strcspn(line, "\n");
+        char *copy = strndup(line, len);
+        e = copy ? pprof_add_comment(p, copy) : -ENOMEM;
+        free(copy);
+        at += len + 1;
+    }
+    return e;
+}
+
+/* The merged profile of the processes q->sel picks: those running now
+ * (attached first, like a pid) and, for a caller who may read them, the
+ * kept profiles of those that exited. None at all is an empty profile:
+ * a service between two runs, or whose processes the caller may not see,
+ * is not an error. */
+static int answer_selected(struct daemon_ctx *ctx, const struct profile_query *q,
+                           const struct caller *who, int default_alloc, struct profile_answer *out,
+                           char *err, size_t errlen)
+{
+    struct process_found *procs = NULL;
+    struct pprof_buf notes = {0};
+    struct pprof_profile *p = NULL;
+    char scope[700];
+    int first;
+    long found = selection_find(q, who, &procs, err, errlen);
+    if (found < 0)
+        return (int)found;
+    size_t n = attach_selected(ctx, q, who, procs, (size_t)found, &notes, &first, err, errlen);
+    uint64_t t0 = monotonic_ns();
+    selection_scope(q, scope, sizeof(scope));
+    int e = views_build_set(ctx, q, procs, n, scope, default_alloc, &p, err, errlen);
+    for (size_t i = 0; q->seconds && i < n; i++)
+        targets_release(ctx->targets, procs[i].pid, HOLD_WINDOW);
+    int exited = e == 0 && may_read_kept(q, who) ? selection_add_exited(ctx, q, p, procs, n) : 0;
+    if (e == 0 && exited < 0) {
+        e = exited;
+        snprintf(err, errlen, "add the last profiles of exited processes: %s", strerror(-e));
+    }
+    if (e == 0 && n == 0 && exited == 0 && first)
+        e = first; /* something matched, and nothing can be shown: say why */
+    if (e == 0 && n == 0 && exited == 0)
+        pprof_buf_printf(&notes, "heapprofd: no process that this caller may profile matches\n");
+    if (e == 0)
+        e = add_notes(p, &notes);
+    if (e == 0) {
+        e = answer_built(ctx, q, default_alloc, p, t0, out, err, errlen);
+        p = NULL;
+    }
+    pprof_free(p);
+    pprof_buf_free(&notes);
+    free(procs);
+    return e;
+}
+
+/* The profile of process q->pid, attached first; with a selector, only if
+ * the process matches it (else -ESTALE, nothing attached). */
+static int answer_pid(struct daemon_ctx *ctx, const struct profile_query *q,
+                      const struct caller *who, int default_alloc, struct profile_answer *out,
+                      char *err, size_t errlen)
+{
+    uint64_t started = 0;
+    int e = 0;
+    if (process_selector_any(&q->sel)) {
+        /* Who may not profile the pid learns nothing of what it runs. */
+        int may = access_may_profile(who, q->pid);
+        if (may == -EACCES || may == -EPERM)
+            return attach_for(ctx, who, q->pid, 0, q->seconds, err, errlen);
+        e = selection_guard(ctx, q, may_read_kept(q, who), &started, err, errlen);
+    }
+    /* A process let go while idle: the next request gets the profile it had
+     * then, and attaches it again. */
+    int kept = e == 0 && may_read_kept(q, who) && was_let_go(ctx, q->pid);
+    if (e == 0)
+        e = attach_for(ctx, who, q->pid, started, q->seconds, err, errlen);
+    if ((e == -ESRCH || (e == 0 && kept)) && may_read_kept(q, who))
+        return answer_exited(ctx, q, default_alloc, out, err, errlen);
+    if (e == -ENOEXEC) /* not the caller's mistake: the operator should hear of it */
+        fprintf(stderr, "heapprofd: %s\n", err);
+    if (e)
+        return e;
+    uint64_t t0 = monotonic_ns();
+    struct pprof_profile *p = NULL;
+    e = views_build(ctx, q, who, default_alloc, &p, err, errlen);
+    if (q->seconds)
+        targets_release(ctx->targets, q->pid, HOLD_WINDOW);
+    return e ? e : answer_built(ctx, q, default_alloc, p, t0, out, err, errlen);
+}
+
+int profile_request_answer(struct daemon_ctx *ctx, const struct profile_query *q,
+                           const struct caller *who, int default_alloc, struct profile_answer *out,
+                           char *err, size_t errlen)
+{
+    memset(out, 0, sizeof(*out));
+    if (!ctx->bpf) {
+        snprintf(err, errlen, "BPF unavailable: %s", ctx->bpf_error);
+        return -ENODEV;
+    }
+    if (q->pid)
+        return answer_pid(ctx, q, who, default_alloc, out, err, errlen);
+    if (process_selector_any(&q->sel))
+        return answer_selected(ctx, q, who, default_alloc, out, err, errlen);
+    uint64_t t0 = monotonic_ns();
+    struct pprof_profile *p = NULL;
+    int e = views_build(ctx, q, who, default_alloc, &p, err, errlen);
+    return e ? e : answer_built(ctx, q, default_alloc, p, t0, out, err, errlen);
 }

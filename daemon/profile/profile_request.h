@@ -3,7 +3,9 @@
  * (the HTTP server): who may profile which process (access.h), attaching a
  * process not yet profiled (synchronously: once this answers, every later
  * allocation of it is seen), the kept last profile of a process that has
- * exited, the build (views.h) and the form asked for (profile_formats.h:
+ * exited, the processes a selector picks (selection.h: comm=, exe=,
+ * cgroup=, unit=, merged into one profile labelled by pid, or a guard on
+ * pid=), the build (views.h) and the form asked for (profile_formats.h:
  * gzipped profile.proto, Go's debug=1 text, the top table, folded stacks).
  * The caller turns an -errno into its status code.
  */
@@ -29,7 +31,11 @@ struct profile_answer {
  * one-line reason in `err`: -ENODEV (BPF unavailable), -EACCES (not the
  * caller's process), -ESRCH (no such process, and no kept last profile),
  * -ENOSPC (too many targets), -EDQUOT (an untrusted caller holds its share
- * of the targets), and the errors of attaching and building.
+ * of the targets), -ESTALE (pid= with a selector the process does not
+ * match: nothing attached), and the errors of attaching and building. A
+ * selector without pid= answers the processes it matches, none of which
+ * could be attached (the first error), or else a profile, empty if none
+ * matches.
  */
 int profile_request_answer(struct daemon_ctx *ctx, const struct profile_query *q,
                            const struct caller *who, int default_alloc, struct profile_answer *out,

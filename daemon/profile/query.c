@@ -57,6 +57,58 @@ static int set_sample_type(struct profile_query *q, const char *value, const cha
     return -EINVAL;
 }
 
+/* The unit types whose units hold processes; a name without one is a service, as systemctl takes it. */
+static const char *const UNIT_TYPES[] = {".service", ".scope", ".slice"};
+
+/* unit=: a systemd unit name, no '/' in it, ".service" added if it has no unit type. */
+static int set_unit(struct profile_query *q, const char *value, const char *shown, char *err,
+                    size_t errlen)
+{
+    size_t len = value ? strlen(value) : 0, n_types = sizeof(UNIT_TYPES) / sizeof(UNIT_TYPES[0]);
+    int typed = 0;
+    for (size_t i = 0; i < n_types && !typed; i++) {
+        size_t tl = strlen(UNIT_TYPES[i]);
+        typed = len > tl && strcmp(value + len - tl, UNIT_TYPES[i]) == 0;
+    }
+    if (len == 0 || strchr(value, '/') || len + (typed ? 0 : strlen(".service")) >= PROCESS_UNIT_MAX) {
+        snprintf(err, errlen, "bad unit '%s': want a systemd unit name such as redis.service "
+                 "(no '/', under %d bytes)", shown, PROCESS_UNIT_MAX);
+        return -EINVAL;
+    }
+    snprintf(q->unit_name, sizeof(q->unit_name), "%s%s", value, typed ? "" : ".service");
+    q->sel.unit = q->unit_name;
+    return 0;
+}
+
+/* comm=, exe=, cgroup=, unit=: a selector, each at most once. 1 if `key` is none of them. */
+static int set_selector(struct profile_query *q, const char *key, const char *value,
+                        const char *shown, char *err, size_t errlen)
+{
+    const char **field = strcmp(key, "comm") == 0     ? &q->sel.comm
+                         : strcmp(key, "exe") == 0    ? &q->sel.exe
+                         : strcmp(key, "cgroup") == 0 ? &q->sel.cgroup
+                         : strcmp(key, "unit") == 0   ? &q->sel.unit
+                                                      : NULL;
+    if (!field)
+        return 1;
+    if (*field) {
+        snprintf(err, errlen, "%s given twice: a request takes each selector once, and a "
+                 "process must match every one", key);
+        return -EINVAL;
+    }
+    if (field == &q->sel.unit)
+        return set_unit(q, value, shown, err, errlen);
+    if (!value || !value[0] || (field != &q->sel.comm && value[0] != '/')) {
+        snprintf(err, errlen, "bad %s '%s': want %s", key, shown,
+                 field == &q->sel.comm ? "a command name, as /proc/PID/comm shows it"
+                 : field == &q->sel.exe ? "an absolute path, as /proc/PID/exe shows it"
+                                        : "a cgroup v2 path such as /system.slice/redis.service");
+        return -EINVAL;
+    }
+    *field = value;
+    return 0;
+}
+
 int profile_query_set(struct profile_query *q, const char *key, const char *value, char *err,
                       size_t errlen)
 {
@@ -98,6 +150,9 @@ int profile_query_set(struct profile_query *q, const char *key, const char *valu
         return set_format(q, value, shown, err, errlen);
     } else if (strcmp(key, "sample_index") == 0) {
         return set_sample_type(q, value, shown, err, errlen);
+    } else {
+        int e = set_selector(q, key, value, shown, err, errlen);
+        return e > 0 ? 0 : e;
     }
     return 0;
 }

@@ -1,6 +1,7 @@
 /*
  * query.h - the parameters of a profile request (pid, seconds, min_age,
- * debug, symbolize, format, sample_index),
+ * debug, symbolize, format, sample_index, and the selectors comm, exe,
+ * cgroup and unit that pick processes by what they are),
  * checked strictly: a value that does not parse or is out of range is an
  * error with a one-line reason, never a silent default. Unknown parameters
  * are ignored, as Go's net/http/pprof does.
@@ -11,6 +12,8 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+
+#include "process_match.h"
 
 /* The oldest min_age accepted: 30 days. */
 #define QUERY_MAX_AGE_NS (30ULL * 24 * 3600 * 1000000000ULL)
@@ -37,9 +40,16 @@ struct profile_query {
     uint64_t min_age_ns; /* min_age=: only allocations still alive and at least this old */
     enum profile_format format;
     const char *sample_type; /* sample_index=: one of QUERY_SAMPLE_TYPES; NULL: the route's default */
+    /* comm=, exe=, cgroup=, unit=: the processes they match (every one
+     * given), or with pid= a guard the process must pass. comm, exe and
+     * cgroup are borrowed from the values given to profile_query_set();
+     * unit points at `unit_name`. */
+    struct process_selector sel;
+    char unit_name[PROCESS_UNIT_MAX]; /* unit=, ".service" added if it has no unit type */
 };
 
-/* Takes one key=value pair into `q`; -EINVAL with a reason in `err` if the value is bad. */
+/* Takes one key=value pair into `q` (the value must outlive `q`: a
+ * selector keeps it); -EINVAL with a reason in `err` if the value is bad. */
 int profile_query_set(struct profile_query *q, const char *key, const char *value, char *err,
                       size_t errlen);
 

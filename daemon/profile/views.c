@@ -44,7 +44,11 @@ static int read_all(struct daemon_ctx *ctx, const struct profile_query *q, struc
         e = read_one(ctx, q, g[i].pid, &g[i].counts, &g[i].n);
     if (e || q->seconds == 0)
         return e;
+    /* Open from the first read to the second: /metrics shows it, so that
+     * a client (the tests) knows what falls in the window. */
+    atomic_fetch_add(&ctx->delta_windows_open, 1);
     sleep((unsigned)q->seconds);
+    atomic_fetch_sub(&ctx->delta_windows_open, 1);
     for (size_t i = 0; i < ng && e == 0; i++) {
         struct stack_counts *after = NULL, *delta = NULL;
         size_t nafter = 0, ndelta = 0;
@@ -97,15 +101,15 @@ static int add_target_comments(struct pprof_profile *p, const struct target_info
     return e;
 }
 
-int views_build(struct daemon_ctx *ctx, const struct profile_query *q, const struct caller *who,
-                int default_alloc, struct pprof_profile **out, char *err, size_t errlen)
+/* Builds the profile of the `ng` processes in `g` (their counts read
+ * here); with `label`, each sample labelled pid and comm; `scope` says in
+ * a comment what they are (NULL: one process, or all). Frees the counts. */
+static int build(struct daemon_ctx *ctx, const struct profile_query *q, struct gathered *g,
+                 size_t ng, int label, const char *scope, int default_alloc,
+                 struct pprof_profile **out, char *err, size_t errlen)
 {
-    struct gathered *g = calloc(HP_MAX_TARGETS, sizeof(*g));
-    struct heap_profile_part *parts = calloc(HP_MAX_TARGETS, sizeof(*parts));
-    int e = g && parts ? 0 : -ENOMEM;
-    size_t ng = e ? 0 : choose(ctx, q, who, g);
-    if (e == 0)
-        e = read_all(ctx, q, g, ng);
+    struct heap_profile_part *parts = calloc(ng ? ng : 1, sizeof(*parts));
+    int e = parts ? read_all(ctx, q, g, ng) : -ENOMEM;
     if (e) {
         snprintf(err, errlen, "read the BPF counts: %s", strerror(-e));
         goto out;
@@ -118,17 +122,46 @@ int views_build(struct daemon_ctx *ctx, const struct profile_query *q, const str
         .default_alloc = default_alloc,
         .duration_ns = (int64_t)q->seconds * 1000000000,
         .symbolize = !q->no_symbols,
+        .scope = scope,
     };
-    e = heap_profile_build_parts(ctx->bpf, ctx->cache, &spec, parts, ng, q->pid == 0, out, err,
-                                 errlen);
+    e = heap_profile_build_parts(ctx->bpf, ctx->cache, &spec, parts, ng, label, out, err, errlen);
+out:
+    for (size_t i = 0; i < ng; i++)
+        free(g[i].counts);
+    free(parts);
+    return e;
+}
+
+int views_build(struct daemon_ctx *ctx, const struct profile_query *q, const struct caller *who,
+                int default_alloc, struct pprof_profile **out, char *err, size_t errlen)
+{
+    struct gathered *g = calloc(HP_MAX_TARGETS, sizeof(*g));
+    if (!g)
+        return -ENOMEM;
+    size_t ng = choose(ctx, q, who, g);
+    int e = build(ctx, q, g, ng, q->pid == 0, NULL, default_alloc, out, err, errlen);
+    free(g);
     struct target_info info;
     if (e == 0 && q->pid && targets_info(ctx->targets, q->pid, &info))
         e = add_target_comments(*out, &info);
-out:
-    for (size_t i = 0; g && i < ng; i++)
-        free(g[i].counts);
+    return e;
+}
+
+int views_build_set(struct daemon_ctx *ctx, const struct profile_query *q,
+                    const struct process_found *procs, size_t n, const char *scope,
+                    int default_alloc, struct pprof_profile **out, char *err, size_t errlen)
+{
+    struct gathered *g = calloc(n ? n : 1, sizeof(*g));
+    if (!g)
+        return -ENOMEM;
+    for (size_t i = 0; i < n; i++) {
+        g[i].pid = procs[i].pid;
+        memcpy(g[i].comm, procs[i].comm, sizeof(g[i].comm));
+    }
+    struct profile_query all = *q;
+    all.pid = 0; /* several processes, each labelled */
+    int e = build(ctx, &all, g, n, 1, scope, default_alloc, out, err, errlen);
     free(g);
-    free(parts);
     return e;
 }
 
@@ -160,7 +193,7 @@ void views_keep_last_profile(void *arg, const struct target_farewell *f)
         fprintf(stderr, "heapprofd: pid %d: its last counts could not be read\n", (int)f->pid);
         return;
     }
-    struct heap_profile_part part = {.pid = f->pid, .comm = f->comm, .maps = f->maps,
+    struct heap_profile_part part = {.pid = f->pid, .comm = f->facts->comm, .maps = f->maps,
                                      .counts = counts, .n = n};
     struct heap_profile_spec spec = {.pid = f->pid, .symbolize = true};
     if (heap_profile_build_parts(ctx->bpf, ctx->cache, &spec, &part, 1, 0, &p, err,
@@ -168,7 +201,7 @@ void views_keep_last_profile(void *arg, const struct target_farewell *f)
         farewell_line(f, line, sizeof(line));
         pprof_add_comment(p, line);
         add_target_comments(p, f->info);
-        if (exited_profiles_put(ctx->exited, f->pid, f->start_time, p) == 0)
+        if (exited_profiles_put(ctx->exited, f->pid, f->facts, p) == 0)
             p = NULL; /* kept */
         else
             fprintf(stderr, "heapprofd: pid %d: keeping its last profile failed\n", (int)f->pid);

@@ -27,10 +27,20 @@
 int views_build(struct daemon_ctx *ctx, const struct profile_query *q, const struct caller *who,
                 int default_alloc, struct pprof_profile **out, char *err, size_t errlen);
 
+/*
+ * Builds the profile of the `n` processes `procs` (attached already), as
+ * `q` asks but whatever its pid, each sample labelled pid and comm; a
+ * comment says they are `scope` ("processes matching comm=redis").
+ * Processes that exited meanwhile are left out.
+ */
+int views_build_set(struct daemon_ctx *ctx, const struct profile_query *q,
+                    const struct process_found *procs, size_t n, const char *scope,
+                    int default_alloc, struct pprof_profile **out, char *err, size_t errlen);
+
 /* Keeps the last profile of a target that exited or was let go (a
- * targets_farewell_fn; `arg` is the daemon_ctx), with why and what
- * heapprofd cost it in its comments. Its BPF counts are still there; /proc
- * may not be. */
+ * targets_farewell_fn; `arg` is the daemon_ctx), with why, what it was
+ * (its facts, which a selector picks it by) and what heapprofd cost it in
+ * its comments. Its BPF counts are still there; /proc may not be. */
 void views_keep_last_profile(void *arg, const struct target_farewell *f);
 
 #endif

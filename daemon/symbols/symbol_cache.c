@@ -59,6 +59,7 @@ void symbol_cache_init(struct symbol_cache *c)
     c->max_entries = entries_for_fd_limit();
     c->max_bytes = SYMBOL_CACHE_MAX_BYTES;
     c->idle_ns = (int64_t)SYMBOL_CACHE_IDLE_SECONDS * 1000000000;
+    perf_map_cache_init(&c->perf_maps);
 }
 
 void symbol_cache_set_limits(struct symbol_cache *c, size_t max_entries, uint64_t max_bytes,
@@ -86,6 +87,7 @@ void symbol_cache_destroy(struct symbol_cache *c)
     for (size_t i = 0; i < SYMBOL_CACHE_ENTRIES; i++)
         if (c->entries[i])
             entry_free(c->entries[i]);
+    perf_map_cache_destroy(&c->perf_maps);
     pthread_mutex_destroy(&c->lock);
 }
 

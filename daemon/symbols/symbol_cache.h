@@ -10,6 +10,9 @@
  * lookup costs one stat() and no read, and a file replaced in place is a
  * new entry.
  *
+ * It also holds the perf maps of JIT runtimes (perf_map.h), by process:
+ * names for code that no ELF file holds.
+ *
  * The cache is bounded: at most SYMBOL_CACHE_ENTRIES files and
  * SYMBOL_CACHE_MAX_BYTES of mapped file and debug file bytes; entries idle
  * for SYMBOL_CACHE_IDLE_SECONDS are closed. The least recently used idle
@@ -32,6 +35,7 @@
 #include <sys/types.h>
 
 #include "build_id.h"
+#include "perf_map.h"
 #include "proc_maps.h"
 #include "symbolizer.h"
 
@@ -98,6 +102,7 @@ struct symbol_cache {
     int64_t idle_ns;    /* SYMBOL_CACHE_IDLE_SECONDS in ns */
     uint64_t bytes;     /* sum of the entries' bytes */
     uint64_t hits, misses, evictions;
+    struct perf_map_cache perf_maps; /* names of JIT code, per process; its own locks */
 };
 
 /* Counters for /metrics and tests. */

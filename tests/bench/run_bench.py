@@ -48,7 +48,8 @@ of it (target for heapprofd: >= 8).
 Every heapprofd run also yields attach and detach times of one process
 whose whole allocator is probed: the wall time of the first GET, the
 daemon's heapprofd_last_attach_seconds after it, and, once the workload has
-exited and heapprofd_detached_total has gone up (polled, at most 5 s),
+exited and heapprofd_detached_total has gone up (polled, at most 10 s, 60 s
+in the classic layout, whose probes come off one by one: DETACH_TIMEOUTS),
 heapprofd_last_detach_seconds. The harness waits for that detach before the
 next run, so no detach overlaps a measured loop.
 
@@ -96,9 +97,17 @@ STARTUP_TIMEOUT = 60
 # Seconds a single workload run may take before the harness gives up; the
 # default counts take a few seconds under the probes.
 RUN_TIMEOUT = 600
-# Seconds to wait for heapprofd to detach from an exited workload (it reaps
-# exited processes about once a second).
-DETACH_TIMEOUT = 5
+# Seconds to wait for heapprofd to detach from an exited workload, per probe
+# layout. The daemon notices the exit at its next scan of /proc (every
+# second), then takes the probes off: a session or multi layout closes a
+# link or two (milliseconds); the classic layout closes one perf-event
+# uprobe per probed function, one after the other, each waiting for the
+# kernel's grace period: about 2 s here on an idle machine, more than 5 s
+# (the old single timeout) with 24 CPU-bound processes beside it. These are
+# deadlines for a detach that never ends, not measurements (the attach and
+# detach table has those); a daemon that ends while it detaches fails the
+# run at once, as any crash does.
+DETACH_TIMEOUTS = {"session": 10, "multi": 10, "classic": 60}
 # Allocation size in bytes: small enough for glibc's tcache fast path, so
 # that the bare pair is as cheap as it gets and the probes dominate.
 DEFAULT_SIZE = 64
@@ -345,17 +354,23 @@ class Daemon:
 
     def wait_idle_detached(self, before):
         """Waits until heapprofd_idle_detached_total exceeds before; BenchError on timeout."""
-        deadline = time.monotonic() + DETACH_TIMEOUT
+        deadline = time.monotonic() + self.detach_timeout()
         while self.metrics().get("heapprofd_idle_detached_total", 0) <= before:
             if time.monotonic() > deadline:
                 raise BenchError(f"heapprofd did not let go of an idle process within "
-                                 f"{DETACH_TIMEOUT} s{self.state()}")
+                                 f"{self.detach_timeout()} s{self.state()}")
             time.sleep(0.02)
+    def detach_timeout(self):
+        """The deadline for one detach in this daemon's probe layout."""
+        return DETACH_TIMEOUTS.get(self.layout, max(DETACH_TIMEOUTS.values()))
 
     def wait_detached(self, before):
-        """heapprofd_last_detach_seconds once detached_total exceeds before; None on timeout."""
-        deadline = time.monotonic() + DETACH_TIMEOUT
+        """heapprofd_last_detach_seconds once detached_total exceeds before;
+        None after detach_timeout(); BenchError if the daemon ends meanwhile."""
+        deadline = time.monotonic() + self.detach_timeout()
         while True:
+            if self.proc.poll() is not None:
+                raise BenchError(f"heapprofd ended while it detached{self.state()}")
             m = self.metrics()
             if m["heapprofd_detached_total"] > before:
                 return m["heapprofd_last_detach_seconds"]
@@ -421,8 +436,8 @@ def run_once(args, config, threads, iterations, daemon=None, timing=None, stats=
             # Also keeps the detach out of the next run's measured loop.
             detach_s = daemon.wait_detached(detached_before)
             if detach_s is None:
-                print(f"bench: heapprofd did not detach from {pid} within {DETACH_TIMEOUT} s",
-                      file=sys.stderr)
+                print(f"bench: heapprofd ({daemon.layout} layout) did not detach from {pid} "
+                      f"within {daemon.detach_timeout()} s", file=sys.stderr)
             if timing is not None:
                 timing.append((wall, attach_s, detach_s))
             if info is not None:

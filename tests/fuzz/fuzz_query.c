@@ -8,7 +8,8 @@
  * stopping at the first error as http_server.c does, and finished with
  * profile_query_finish(). Each answer is checked against a second, plainly
  * written reading of the rules (digits only, within range, compared as
- * decimal strings so no arithmetic is shared with strutil.c), and every
+ * decimal strings so no arithmetic is shared with strutil.c; the selectors
+ * comm, exe, cgroup and unit by their own rules), and every
  * error message must be one line of printable text.
  */
 #include <errno.h>
@@ -44,10 +45,55 @@ static bool decimal_in_range(const char *s, unsigned long long min, unsigned lon
     return strtoull(s, NULL, 10) >= min;
 }
 
+/* Whether `s` ends with `tail`. */
+static bool ends_with(const char *s, const char *tail)
+{
+    size_t n = strlen(s), t = strlen(tail);
+    return n >= t && strcmp(s + n - t, tail) == 0;
+}
+
+/* The selectors: each at most once; comm any non-empty name, exe and cgroup
+ * absolute, unit a name without '/' that fits PROCESS_UNIT_MAX once
+ * ".service" is added to a name without a unit type. Keeps the value (or,
+ * for a unit, the name as it will be matched) in the model. */
+static bool expect_selector(struct profile_query *want, const char *key, const char *value)
+{
+    const char **field = strcmp(key, "comm") == 0     ? &want->sel.comm
+                         : strcmp(key, "exe") == 0    ? &want->sel.exe
+                         : strcmp(key, "cgroup") == 0 ? &want->sel.cgroup
+                                                      : &want->sel.unit;
+    if (*field || !value || !*value)
+        return false;
+    if (field == &want->sel.unit) {
+        bool typed = (ends_with(value, ".service") && strlen(value) > 8) ||
+                     (ends_with(value, ".scope") && strlen(value) > 6) ||
+                     (ends_with(value, ".slice") && strlen(value) > 6);
+        if (strchr(value, '/') || strlen(value) + (typed ? 0 : 8) >= PROCESS_UNIT_MAX)
+            return false;
+        snprintf(want->unit_name, sizeof(want->unit_name), "%s%s", value,
+                 typed ? "" : ".service");
+        *field = want->unit_name;
+        return true;
+    }
+    if (field != &want->sel.comm && value[0] != '/')
+        return false;
+    *field = value;
+    return true;
+}
+
+/* Whether two selector fields say the same (both unset, or equal text). */
+static bool same_field(const char *a, const char *b)
+{
+    return a == b || (a && b && strcmp(a, b) == 0);
+}
+
 /* The expected query after one more accepted pair; returns whether the pair should be accepted. */
 static bool expect_set(struct profile_query *want, const char *key, const char *value)
 {
-    if (strcmp(key, "pid") == 0) {
+    if (strcmp(key, "comm") == 0 || strcmp(key, "exe") == 0 || strcmp(key, "cgroup") == 0 ||
+        strcmp(key, "unit") == 0) {
+        return expect_selector(want, key, value);
+    } else if (strcmp(key, "pid") == 0) {
         if (!decimal_in_range(value, 1, HP_MAX_PID))
             return false;
         want->pid = (pid_t)strtoull(value, NULL, 10);
@@ -143,7 +189,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                        q.format == want.format &&
                        (q.sample_type == want.sample_type ||
                         (q.sample_type && want.sample_type &&
-                         strcmp(q.sample_type, want.sample_type) == 0)),
+                         strcmp(q.sample_type, want.sample_type) == 0)) &&
+                       same_field(q.sel.comm, want.sel.comm) &&
+                       same_field(q.sel.exe, want.sel.exe) &&
+                       same_field(q.sel.cgroup, want.sel.cgroup) &&
+                       same_field(q.sel.unit, want.sel.unit),
                    "query {pid %d, seconds %d, debug %d, no_symbols %d}, expected {%d, %d, %d, %d}",
                    (int)q.pid, q.seconds, q.debug, q.no_symbols, (int)want.pid, want.seconds,
                    want.debug, want.no_symbols);

@@ -124,15 +124,16 @@ def curl_as(name, url, extra=()):
 
 
 class UserWorkload:
-    """The exact workload run as one of the test's users (setpriv execs it
-    in place, so the pid it prints is the one started)."""
+    """The exact workload, or another program that prints "ready PID", run
+    as one of the test's users (setpriv execs it in place, so the pid it
+    prints is the one started)."""
 
-    def __init__(self, name):
-        path = os.path.join(h.WORKLOADS, "exact")
-        self.proc = subprocess.Popen(as_user(name, [path]), stdin=subprocess.PIPE,
+    def __init__(self, name, argv=None):
+        argv = argv or [os.path.join(h.WORKLOADS, "exact")]
+        self.proc = subprocess.Popen(as_user(name, argv), stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE)
         line = self.proc.stdout.readline().decode().strip()
-        h.check(line.startswith("ready "), f"workload as {name}: {line!r}")
+        h.check(line.startswith("ready "), f"{argv[0]} as {name}: {line!r}")
         self.pid = int(line.split()[1])
 
     def __enter__(self):
@@ -252,6 +253,36 @@ def test_the_index_the_all_process_view_and_metrics_are_filtered_per_caller():
             h.check_equal(series, pids, f"per-process series in /metrics for {who or 'root'}")
 
 
+def test_a_selector_shows_a_caller_only_its_own_processes_and_attaches_no_others():
+    exe = os.path.realpath(os.path.join(h.WORKLOADS, "exact"))
+    with h.Daemon("--sample-interval", "1") as d, h.Workload("exact") as roots, \
+            UserWorkload(PLAIN) as theirs:
+        status, body = curl_as(PLAIN, d.url("/debug/pprof/heap?comm=exact"))  # attaches its own
+        h.check_equal(status, 200, f"?comm=exact for {PLAIN}: {body!r}")
+        h.check(roots.pid not in d.profiled_pids(), "a user's selector attached root's process")
+        theirs.run()
+        roots.run()
+        status, body = curl_as(PLAIN, d.url(f"/debug/pprof/heap?exe={exe}"))
+        h.check_equal(status, 200, f"?exe= for {PLAIN}")
+        p = h.decode(body)
+        h.check_equal({s.labels.get("pid") for s in p.samples}, {str(theirs.pid)},
+                      f"the pids in {PLAIN}'s ?exe= profile")
+        # Only root's processes match: the same empty answer as a name nothing has.
+        status, body = curl_as(PLAIN, d.url(f"/debug/pprof/heap?comm=exact&pid={roots.pid}"))
+        h.check_equal(status, 403, "a guard on root's pid: 403 before anything is said of it")
+        h.check(b"does not match" not in body, f"the 403 tells what root's process is: {body!r}")
+        for query in (f"comm=exact&cgroup=/heapprofd-none-{TAG}", f"comm=hpnone{TAG}"):
+            status, body = curl_as(PLAIN, d.url(f"/debug/pprof/heap?{query}"))
+            h.check_equal(status, 200, f"?{query} for {PLAIN}")
+            p = h.decode(body)
+            h.check(not p.samples and any("no process that this caller may profile matches" in c
+                                          for c in p.comments), f"?{query}: {p.comments}")
+        h.check(roots.pid not in d.profiled_pids(), "root's process attached by a user")
+        lines = audit_lines(d, theirs.pid)
+        h.check(len(lines) == 1 and f"uid={user(PLAIN).pw_uid}" in lines[0],
+                f"the audit line of the selector's attach: {lines}")
+
+
 def test_one_uid_may_hold_only_its_share_of_the_targets():
     # --max-targets 8 and no --max-targets-per-uid: the default share, 8/8 = 1.
     with h.Daemon("--max-targets", "8") as d, UserWorkload(PLAIN) as first, \
@@ -356,6 +387,50 @@ def test_a_remote_listener_needs_allow_remote_and_a_token():
             h.check_equal(r.status, 200, "the index with the token on 0.0.0.0")
 
 
+# A process of the user's own that may or may not be dumpable (argv[1]: the
+# flag for prctl(PR_SET_DUMPABLE)), as ssh-agent and gpg-agent make
+# themselves not; it prints "ready PID" and waits for a line.
+DUMPABLE_SCRIPT = """
+import ctypes, os, sys
+if ctypes.CDLL(None, use_errno=True).prctl(4, int(sys.argv[1]), 0, 0, 0) != 0:
+    sys.exit(f"prctl(PR_SET_DUMPABLE): {os.strerror(ctypes.get_errno())}")
+print("ready", os.getpid(), flush=True)
+sys.stdin.readline()
+"""
+
+
+def user_python(name, dumpable):
+    """python3 running DUMPABLE_SCRIPT as user `name`."""
+    return UserWorkload(name, ["python3", "-c", DUMPABLE_SCRIPT, str(int(dumpable))])
+
+
+def test_a_user_s_own_process_that_is_not_dumpable_is_refused():
+    """ptrace refuses a process that is not dumpable to a user of the same
+    uid (PR_SET_DUMPABLE 0; set-id and capability-gaining execs); the
+    in-process sampler writes into its target, so heapprofd refuses too."""
+    with h.Daemon("--sample-interval", "1") as d, user_python(PLAIN, False) as locked, \
+            user_python(PLAIN, True) as twin:
+        with open(f"/proc/{locked.pid}/status") as f:
+            uid_line = next(line for line in f if line.startswith("Uid:"))
+        h.check_equal(uid_line.split()[1:], [str(user(PLAIN).pw_uid)] * 4,
+                      f"pid {locked.pid}: the user's own ids (real, effective, saved, fs)")
+        status, body = curl_as(PLAIN, d.url(f"/debug/pprof/heap?pid={locked.pid}"))
+        h.check_equal(status, 403, f"{PLAIN} profiling its own process that is not dumpable "
+                                   f"({body!r})")
+        h.check_one_line_reason(body, "403 body")
+        h.check(f"may not profile process {locked.pid}, which is not dumpable".encode() in body,
+                f"403 reason: {body!r}")
+        status, body = curl_as(PLAIN, d.url(f"/debug/pprof/heap?pid={twin.pid}"))
+        h.check_equal(status, 200, f"{PLAIN} profiling its dumpable twin ({body[:200]!r})")
+        h.check_equal(curl_as(None, d.url(f"/debug/pprof/heap?pid={locked.pid}"))[0], 200,
+                      "root profiling the process that is not dumpable")
+        # Both attached now: the user's index shows only the one it may profile.
+        index = curl_as(PLAIN, d.url("/debug/pprof/"))[1].decode()
+        shown = [int(p) for p in re.findall(r"<tr><td>(\d+)</td>", index)]
+        h.check_equal(shown, [twin.pid], f"pids in the index for {PLAIN}")
+        d.check_alive()
+
+
 def test_unix_socket_callers_profile_only_their_own_processes():
     with tempfile.TemporaryDirectory() as tmp:
         os.chmod(tmp, 0o755)
@@ -392,9 +467,11 @@ if __name__ == "__main__":
         test_ipv6_loopback_callers_are_identified_too,
         test_trusted_callers_profile_any_process,
         test_the_index_the_all_process_view_and_metrics_are_filtered_per_caller,
+        test_a_selector_shows_a_caller_only_its_own_processes_and_attaches_no_others,
         test_one_uid_may_hold_only_its_share_of_the_targets,
         test_open_loopback_trusts_every_local_caller_and_says_so,
         test_a_token_is_required_on_tcp_when_configured,
         test_a_remote_listener_needs_allow_remote_and_a_token,
         test_unix_socket_callers_profile_only_their_own_processes,
+        test_a_user_s_own_process_that_is_not_dumpable_is_refused,
     ], around=Accounts)

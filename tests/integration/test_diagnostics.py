@@ -28,8 +28,9 @@ import time
 import heapprof_harness as h
 
 # How long a rule match, an attach or a log line may take to show: the
-# daemon scans every second.
-SCAN_TIMEOUT_S = 3.0
+# daemon scans every second; the rest is room for a loaded machine (these
+# tests are about what is said, not how soon).
+SCAN_TIMEOUT_S = 15.0
 # How often the daemon scans /proc.
 SCAN_S = 1.0
 # How long a started daemon may take to log what a test waits for.

@@ -4,11 +4,18 @@ function must equal the table below, for every allocator entry point
 (malloc, free, calloc, realloc, realloc(NULL), posix_memalign, aligned_alloc,
 reallocarray), with glibc's allocator and with jemalloc preloaded. Also checks
 the stacks (main calls each function), /debug/pprof/allocs, debug=1 and that
-`go tool pprof -top` and `-traces` read the profiles."""
+`go tool pprof -top` and `-traces` read the profiles; and that glibc's
+functions that jump to one another (reallocarray to realloc to malloc) are
+counted once, at their caller, by threads switched out in the middle of them
+(tests/workloads/tailcalls.c), also where another tool's return probes
+hide return addresses on the stack."""
 
+import contextlib
+import os
 import re
 
 import heapprof_harness as h
+import perf_uretprobe
 
 # Expected totals per leaf function of exact.c:
 #   [alloc_objects, alloc_space, inuse_objects, inuse_space]
@@ -133,6 +140,85 @@ def test_debug_1_is_the_legacy_text_with_the_same_totals():
     h.check(rate in (1, 2), f"debug=1 header: heap/{rate}, expected heap/2 (Go's 2*R) or heap/1")
 
 
+# tailcalls.c: 8 threads x 3000 rounds of one call of each kind, freed at once:
+#   [alloc_objects, alloc_space, inuse_objects, inuse_space] per leaf.
+TAILCALL_CALLS = 8 * 3000
+TAILCALLS_EXPECTED = {
+    "tail_reallocarray": [TAILCALL_CALLS, TAILCALL_CALLS * 120, 0, 0],
+    "tail_realloc_null": [TAILCALL_CALLS, TAILCALL_CALLS * 200, 0, 0],
+    "tail_malloc": [TAILCALL_CALLS, TAILCALL_CALLS * 72, 0, 0],
+    "tail_jump": [TAILCALL_CALLS, TAILCALL_CALLS * 56, 0, 0],
+}
+# Where another tool's return probes go in the second run: a function that
+# jumps to malloc, and one whose frame is in every stack.
+OTHER_TOOL_URETPROBES = ["jump_to_malloc", "one_round"]
+
+
+def profile_tailcalls(other_tool=False):
+    """Runs tailcalls under heapprofd --sample-interval 1, with another
+    tool's return probes if asked; returns its decoded allocs profile,
+    taken after `done`."""
+    with h.Daemon("--sample-interval", "1") as d, h.Workload("tailcalls") as w:
+        d.profile(f"/debug/pprof/allocs?pid={w.pid}")  # attaches; may be empty
+        path = os.path.join(h.WORKLOADS, "tailcalls")
+        with (perf_uretprobe.uretprobes(w.pid, path, OTHER_TOOL_URETPROBES) if other_tool
+              else contextlib.nullcontext()):
+            w.run()
+        allocs = d.profile(f"/debug/pprof/allocs?pid={w.pid}")
+        w.finish()
+        d.check_alive()
+    return h.decode(allocs)
+
+
+def check_tailcalls(profile, what):
+    """Fails unless each call of tailcalls.c is counted once, at its caller,
+    called from one_round, worker and start_thread. A leaf in [uprobes] (a
+    return probe's trampoline in place of the caller's return address) or a
+    count off by any call fails."""
+    totals = h.totals_by_leaf(profile.samples)
+    wrong = [f"  {fn}: expected {want}, got {totals.get(fn)}"
+             for fn, want in TAILCALLS_EXPECTED.items() if totals.get(fn) != want]
+    extra = {fn: v for fn, v in totals.items() if fn not in TAILCALLS_EXPECTED and any(v)}
+    bad = [s for s in profile.samples if s.leaf() not in TAILCALLS_EXPECTED and any(s.values)]
+    h.check(not wrong and not extra,
+            f"{what}: totals per leaf ({', '.join(VALUE_NAMES)}) differ:\n"
+            + "\n".join(wrong) + f"\nunexpected leaves: {extra}\nsamples with them:\n"
+            + h.describe(bad))
+    callers = [s for s in profile.samples
+               if s.frames[1:4] != ["one_round", "worker", "start_thread"]]
+    h.check(not callers, f"{what}: samples not called from one_round <- worker <- start_thread:\n"
+            + h.describe(callers))
+
+
+def test_tail_calls_of_threads_switched_out_mid_call_are_counted_once_at_their_caller():
+    check_tailcalls(profile_tailcalls(), "tailcalls")
+
+
+def test_another_tool_s_return_probes_hide_no_caller():
+    check_tailcalls(profile_tailcalls(other_tool=True),
+                    f"tailcalls with return probes on {OTHER_TOOL_URETPROBES} (perf events)")
+
+
+def test_each_continuation_is_known_on_the_unsampled_path_too():
+    """Nothing sampled (the largest interval): glibc's reallocarray jumps to
+    realloc once per call, and the probes must tell each of these entries
+    from a call of the program although their threads are switched out
+    between the two entries. A miss counts the resize twice down (harmless
+    to the estimates, waits being memoryless, but a sign that the record of
+    the first entry was lost) and would be recorded at a second sample."""
+    with h.Daemon("--sample-interval", "4294967296", "--sampler", "uprobe") as d, \
+            h.Workload("tailcalls", "resize") as w:
+        d.profile(f"/debug/pprof/allocs?pid={w.pid}")  # attaches
+        before = d.metric("heapprofd_nested_calls_total")
+        w.run()
+        after = d.metric("heapprofd_nested_calls_total")
+        w.finish()
+        d.check_alive()
+    h.check_equal(after - before, TAILCALL_CALLS,
+                  "heapprofd_nested_calls_total: continuations of reallocarray(p, 1, n) "
+                  "into realloc, one per call (8 threads x 3000, 4 more yielding the CPU)")
+
+
 def test_jemalloc_is_mapped_in_the_preloaded_workload():
     maps = jemalloc()["maps"]
     h.check("libjemalloc.so" in maps,
@@ -153,6 +239,9 @@ if __name__ == "__main__":
         test_allocs_profile_has_the_same_totals,
         test_allocs_profile_defaults_to_alloc_space,
         test_debug_1_is_the_legacy_text_with_the_same_totals,
+        test_tail_calls_of_threads_switched_out_mid_call_are_counted_once_at_their_caller,
+        test_another_tool_s_return_probes_hide_no_caller,
+        test_each_continuation_is_known_on_the_unsampled_path_too,
         test_jemalloc_is_mapped_in_the_preloaded_workload,
         test_every_allocator_entry_point_is_counted_exactly_with_jemalloc,
     ])

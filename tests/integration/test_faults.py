@@ -124,9 +124,7 @@ def test_target_killed_during_a_delta_scrape():
         d.profile(f"/debug/pprof/heap?pid={w.pid}")
         with concurrent.futures.ThreadPoolExecutor(1) as pool:
             scrape = pool.submit(d.get, f"/debug/pprof/heap?pid={w.pid}&seconds=2")
-            # Into the scrape's 2 s window; nothing shows that it has begun,
-            # and a kill before it is answered 404, which is allowed below.
-            time.sleep(0.5)
+            h.wait_delta_window_open(d, scrape)  # killed inside the window
             os.kill(w.pid, signal.SIGKILL)
             status, body = scrape.result()
         w.kill()

@@ -1,9 +1,11 @@
 """/metrics read by the real Prometheus tools (Debian's prometheus package):
 `promtool check metrics` finds nothing wrong with it, and a Prometheus
-server, started with the scrape config of docs/integrations.md (its target
-pointed at this test's daemon, its interval shortened), scrapes the daemon:
-its HTTP API answers `up` = 1 for the job and the workload's in-use bytes,
-equal to what the profile says (exact.c at --sample-interval 1)."""
+server, started with the scrape config of docs/integrations.md (its two
+jobs pointed at this test's daemons, the second one's with a token file, its
+interval shortened), which `promtool check config` accepts, scrapes both
+daemons: its HTTP API answers `up` = 1 for each job and the workload's
+in-use bytes, equal to what the profile says (exact.c at --sample-interval
+1)."""
 
 import json
 import os
@@ -21,8 +23,18 @@ PROMTOOL = "/usr/bin/promtool"
 SCRAPE_TIMEOUT_S = 60
 
 
-def _docs_config(address):
-    """The first yaml block under '## Prometheus' in docs/integrations.md, aimed at `address`."""
+# Where the documented config's jobs point, and its token file.
+DOCS_LOCAL = "127.0.0.1:6060"
+DOCS_REMOTE = "db1.example.com:6060"
+DOCS_TOKEN_FILE = "/etc/prometheus/heapprofd.token"
+# The token of the second daemon (any string will do: the daemon reads it from a file).
+TOKEN = "heapprofd-prometheus-test-token-0123456789"
+
+
+def _docs_config(address, remote, token_file):
+    """The first yaml block under '## Prometheus' in docs/integrations.md,
+    its local job aimed at `address`, its remote one at `remote` with the
+    token in `token_file`."""
     h.check(DOCS, "HEAPPROF_DOCS is not set (run through ctest)")
     with open(os.path.join(DOCS, "integrations.md")) as f:
         text = f.read()
@@ -31,10 +43,26 @@ def _docs_config(address):
     m = re.search(r"```yaml\n(.*?)```", section[1], re.S)
     h.check(m is not None, "no yaml block in the Prometheus section of docs/integrations.md")
     config = m.group(1)
-    h.check("127.0.0.1:6060" in config and "scrape_interval: 15s" in config,
+    h.check(all(x in config for x in (DOCS_LOCAL, DOCS_REMOTE, DOCS_TOKEN_FILE,
+                                      "scrape_interval: 15s")),
             f"the documented config changed shape; update this test:\n{config}")
-    return config.replace("127.0.0.1:6060", address).replace("scrape_interval: 15s",
-                                                             "scrape_interval: 1s")
+    return (config.replace(DOCS_LOCAL, address).replace(DOCS_REMOTE, remote)
+            .replace(DOCS_TOKEN_FILE, token_file)
+            .replace("scrape_interval: 15s", "scrape_interval: 1s"))
+
+
+def _token_file_path(tmp):
+    """Where _token_file() puts the token."""
+    return os.path.join(tmp, "heapprofd.token")
+
+
+def _token_file(tmp):
+    """TOKEN in a file of mode 0600 in tmp (heapprofd refuses one others may read)."""
+    path = _token_file_path(tmp)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o600)
+    os.write(fd, (TOKEN + "\n").encode())
+    os.close(fd)
+    return path
 
 
 def _query(port, promql):
@@ -79,13 +107,19 @@ def test_promtool_finds_nothing_wrong_with_the_metrics():
 
 def test_prometheus_scrapes_the_daemon_with_the_documented_config():
     h.check(os.access(PROMETHEUS, os.X_OK), f"{PROMETHEUS} is missing (Debian: prometheus)")
-    with h.Daemon("--sample-interval", "1") as d, h.Workload("exact") as w, \
-            tempfile.TemporaryDirectory(prefix="heapprof-prometheus-") as tmp:
+    h.check(os.access(PROMTOOL, os.X_OK), f"{PROMTOOL} is missing (Debian: prometheus)")
+    with tempfile.TemporaryDirectory(prefix="heapprof-prometheus-") as tmp, \
+            h.Daemon("--sample-interval", "1") as d, h.Workload("exact") as w, \
+            h.Daemon("--token-file", _token_file(tmp)) as remote:
         d.profile(f"/debug/pprof/heap?pid={w.pid}")
         w.run()
+        h.check_equal(remote.get("/metrics")[0], 401, "the token daemon's /metrics without it")
         config = os.path.join(tmp, "prometheus.yml")
         with open(config, "w") as f:
-            f.write(_docs_config(d.address))
+            f.write(_docs_config(d.address, remote.address, _token_file_path(tmp)))
+        r = subprocess.run([PROMTOOL, "check", "config", config], capture_output=True,
+                           text=True, timeout=30)
+        h.check(r.returncode == 0, f"promtool check config: {r.stdout}{r.stderr}")
         port = h.free_port()
         log = open(os.path.join(tmp, "prometheus.log"), "wb")
         prom = subprocess.Popen([PROMETHEUS, f"--config.file={config}",
@@ -98,6 +132,8 @@ def test_prometheus_scrapes_the_daemon_with_the_documented_config():
             _wait_for(port, f'heapprofd_target_inuse_bytes{{pid="{w.pid}",comm="exact"}}',
                       inuse, prom)
             _wait_for(port, 'heapprofd_bpf_up{job="heapprofd"}', 1, prom)
+            _wait_for(port, 'up{job="heapprofd-remote"}', 1, prom)
+            _wait_for(port, 'heapprofd_bpf_up{job="heapprofd-remote"}', 1, prom)
         except h.Failure as e:
             log.flush()
             with open(os.path.join(tmp, "prometheus.log")) as f:

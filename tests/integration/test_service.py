@@ -105,60 +105,13 @@ def write_file(path, text, mode="w"):
 
 # --- Fixtures -------------------------------------------------------------------
 
-def cgroup2_mount():
-    """(mount point, root within the hierarchy) of a cgroup v2 mount, /sys/fs/cgroup
-    preferred; None if there is none."""
-    found = []
-    with open("/proc/self/mountinfo") as f:
-        for line in f:
-            left, _, right = line.partition(" - ")
-            if right.split()[0] == "cgroup2":
-                fields = left.split()
-                found.append((fields[4], fields[3]))
-    found.sort(key=lambda mp: (mp[0] != "/sys/fs/cgroup", len(mp[0])))
-    return found[0] if found else None
-
-
-@contextlib.contextmanager
-def cgroup_for_test(tmp):
-    """A fresh cgroup v2 directory: yields (its path on disk, its path as
-    /proc/PID/cgroup shows it). Uses a mounted cgroup2 (/sys/fs/cgroup on
-    unified hosts, /sys/fs/cgroup/unified on hybrid ones), or mounts one in
-    tmp if none is."""
-    mounted_here = None
-    mount = cgroup2_mount()
-    if mount is None:
-        mounted_here = os.path.join(tmp, "cgroup2")
-        os.mkdir(mounted_here)
-        r = subprocess.run(["mount", "-t", "cgroup2", "none", mounted_here],
-                           capture_output=True, text=True)
-        h.check(r.returncode == 0, f"no cgroup2 mounted, and mounting one failed: {r.stderr}")
-        mount = (mounted_here, "/")
-    point, root = mount
-    name = f"heapprofd-test-{TAG}"
-    disk = os.path.join(point, name)
-    os.mkdir(disk)
-    try:
-        yield disk, os.path.normpath(os.path.join(root, name))
-    finally:
-        # The kernel empties the cgroup once its processes are reaped.
-        for _ in range(50):
-            try:
-                os.rmdir(disk)
-                break
-            except OSError:
-                time.sleep(0.1)
-        if mounted_here:
-            subprocess.run(["umount", mounted_here], capture_output=True)
-
-
 @contextlib.contextmanager
 def service_daemon():
     """The shared daemon: --sample-interval 1 and a config file with a comm,
     an exe and a cgroup rule for this run's workloads."""
     tmp = tempfile.mkdtemp(prefix="heapprofd-service-")
     try:
-        with cgroup_for_test(tmp) as (cgroup_disk, cgroup_rule):
+        with h.cgroup_for_test(tmp, f"heapprofd-test-{TAG}") as (cgroup_disk, cgroup_rule):
             bin_dir = os.path.join(tmp, "bin")
             os.mkdir(bin_dir)
             exact = os.path.join(h.WORKLOADS, "exact")
@@ -194,41 +147,6 @@ def daemon():
 def comm_workload():
     """exact.c under the name the comm rule matches."""
     return h.Workload(os.path.join(STATE["bin_dir"], STATE["comm"]))
-
-
-class SpawnedWorkload(h.Workload):
-    """A workload started by spawn_with_pid as a process with a chosen pid
-    (the Popen is spawn_with_pid, which waits for it)."""
-
-    def __init__(self, pid, name, *args):
-        import queue
-        import threading
-        spawner = os.path.join(h.WORKLOADS, "spawn_with_pid")
-        path = os.path.join(h.WORKLOADS, name)
-        self.name = name
-        self.proc = subprocess.Popen([spawner, str(pid), path] + [str(a) for a in args],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE)
-        self._lines = queue.Queue()
-        threading.Thread(target=self._read_stdout, daemon=True).start()
-        try:
-            line = self._expect_line(h.READY_TIMEOUT_S, "ready")
-        except h.Failure as e:
-            self.proc.wait(5)
-            raise h.Failure(f"{e}; spawn_with_pid exited with {self.proc.returncode}: "
-                            f"{self.proc.stderr.read().decode('utf-8', 'replace')}") from None
-        h.check_equal(line, f"ready {pid}", f"{name} spawned with pid {pid}")
-        self.pid = pid
-
-    def kill(self):
-        """Kills the spawned process, then reaps spawn_with_pid."""
-        if self.proc.poll() is None:
-            try:
-                os.kill(self.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        super().kill()
-        self.proc.stderr.close()
 
 
 def expect_ready_again(w):
@@ -375,7 +293,7 @@ def test_a_reused_pid_never_shows_the_old_process_s_allocations():
         old.finish()  # exits and is reaped
     # At once, well within the reaper's second: a new program at the same pid.
     gone = time.monotonic()
-    with SpawnedWorkload(pid, "rounds") as new:
+    with h.SpawnedWorkload(pid, "rounds") as new:
         started_ms = (time.monotonic() - gone) * 1000
         first = totals(d, pid)  # attaches the new process (or finds it attached)
         h.check(not any(any(v) for v in first.values()),

@@ -16,6 +16,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -195,15 +196,19 @@ static void a_unix_socket_peer_is_known_by_its_credentials(void)
     close(p[1]);
 }
 
-/* A child whose real, effective and saved ids are these; it waits to be killed. */
-static pid_t child_with_ids(uid_t ruid, uid_t euid, uid_t suid, gid_t gid, int *ready_fd)
+/* A child whose real, effective and saved ids are these, dumpable or not
+ * (changing its ids made it not: a program that drops root's ids and
+ * execs nothing stays so); it waits to be killed. */
+static pid_t child_with_ids(uid_t ruid, uid_t euid, uid_t suid, gid_t gid, int dumpable,
+                            int *ready_fd)
 {
     int p[2];
     CHECK_INT_EQ(pipe(p), 0);
     pid_t pid = fork();
     if (pid == 0) {
         close(p[0]);
-        if (setresgid(gid, gid, gid) != 0 || setresuid(ruid, euid, suid) != 0)
+        if (setresgid(gid, gid, gid) != 0 || setresuid(ruid, euid, suid) != 0 ||
+            prctl(PR_SET_DUMPABLE, dumpable, 0, 0, 0) != 0)
             _exit(1);
         char ok = 1;
         if (write(p[1], &ok, 1) != 1)
@@ -237,11 +242,13 @@ static void a_user_may_profile_only_processes_wholly_theirs(void)
                               .gids = {STRANGER}};
     struct caller other_group = {.via = ACCESS_VIA_UNIX, .has_uid = 1, .uid = STRANGER,
                                  .ngids = 1, .gids = {STRANGER + 1}};
-    int fd_theirs, fd_dropped;
-    /* The stranger's own process, and one that keeps root as its saved uid
-     * (a setuid program that dropped privileges for now). */
-    pid_t theirs = child_with_ids(STRANGER, STRANGER, STRANGER, STRANGER, &fd_theirs);
-    pid_t dropped = child_with_ids(STRANGER, STRANGER, 0, STRANGER, &fd_dropped);
+    int fd_theirs, fd_dropped, fd_undumpable;
+    /* The stranger's own process, one that keeps root as its saved uid
+     * (a setuid program that dropped privileges for now), and one of its
+     * own that is not dumpable (ssh-agent, gpg-agent). */
+    pid_t theirs = child_with_ids(STRANGER, STRANGER, STRANGER, STRANGER, 1, &fd_theirs);
+    pid_t dropped = child_with_ids(STRANGER, STRANGER, 0, STRANGER, 1, &fd_dropped);
+    pid_t undumpable = child_with_ids(STRANGER, STRANGER, STRANGER, STRANGER, 0, &fd_undumpable);
     pid_t self = getpid();
 
     CHECK_INT_EQ(access_may_profile(&unknown, self), -EACCES); /* never an open door */
@@ -251,9 +258,12 @@ static void a_user_may_profile_only_processes_wholly_theirs(void)
     CHECK_INT_EQ(access_may_profile(&stranger, self), -EACCES);
     CHECK_INT_EQ(access_may_profile(&stranger, dropped), -EACCES);
     CHECK_INT_EQ(access_may_profile(&other_group, theirs), -EACCES);
+    CHECK_INT_EQ(access_may_profile(&stranger, undumpable), -EPERM);
+    CHECK_INT_EQ(access_may_profile(&root, undumpable), 0);
 
     stop_child(theirs, fd_theirs);
     stop_child(dropped, fd_dropped);
+    stop_child(undumpable, fd_undumpable);
     /* Reaped: gone. A trusted caller is not even checked (whether the pid
      * exists is the attach's to say); another gets -ESRCH. */
     CHECK_INT_EQ(access_may_profile(&root, theirs), 0);

@@ -2,8 +2,8 @@
  * test_profile_frames.c - return addresses of this very process to pprof
  * locations: allocator frames dropped from the leaf end, every location
  * with a mapping (a file, anonymous memory, or no mapping at all), names
- * with files from DWARF, nothing but addresses under symbolize=0; and which
- * lines count as the allocator's.
+ * with files from DWARF, nothing but addresses under symbolize=0; which
+ * lines count as the allocator's; and JIT frames named from a perf map.
  */
 #include "check.h"
 #include "pprof.h"
@@ -11,6 +11,7 @@
 #include "profile_frames.h"
 
 #include <dlfcn.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -157,6 +158,67 @@ static void symbolize_0_keeps_addresses_and_mappings_only(void)
     munmap(anon, 4096);
 }
 
+/* The function name and file of location `id`'s innermost line, or "". */
+static void name_of(const struct pprof_decoded *d, uint64_t id, const char **name,
+                    const char **file)
+{
+    const struct pprof_decoded_location *l = location(d, id);
+    const struct pprof_decoded_function *f =
+        l && l->n_lines ? function(d, l->lines[0].function_id) : NULL;
+    *name = f ? pprof_decoded_str(d, f->name) : "";
+    *file = f ? pprof_decoded_str(d, f->filename) : "";
+}
+
+/*
+ * JIT code: an anonymous executable mapping of ours, part of it named by a
+ * perf map /tmp/perf-PID.map that this test writes for itself. A named
+ * frame gets the map's name, an unnamed one the runtime's ("[jit
+ * test_profile_frames]"), both the file "[jit]"; an address in no mapping
+ * is named only if the map knows it.
+ */
+static void jit_frames_are_named_from_the_perf_map_or_after_the_runtime(void)
+{
+    uint8_t *code = mmap(NULL, 8192, PROT_READ | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    CHECK(code != MAP_FAILED);
+    if (code == MAP_FAILED)
+        return;
+    uint64_t base = (uint64_t)(uintptr_t)code, gone = 0x2000; /* below mmap_min_addr */
+    char path[64], text[256];
+    snprintf(path, sizeof(path), "/tmp/perf-%d.map", (int)getpid());
+    snprintf(text, sizeof(text), "%llx 100 JS:*jitted_function /app/x.js:3\n%llx 40 freed_code\n",
+             (unsigned long long)(base + 0x100), (unsigned long long)gone);
+    FILE *f = fopen(path, "w");
+    CHECK(f != NULL);
+    if (f) {
+        fputs(text, f);
+        fclose(f);
+    }
+    uint64_t ret[4] = {base + 0x181, base + 0x1001, gone + 0x11, gone + 0x801};
+    struct pprof_decoded d = {0};
+    size_t n = 0;
+    CHECK_INT_EQ(build(true, ret, 4, &n, &d), 0);
+    CHECK_INT_EQ(n, 4);
+    const char *name, *file;
+    const char *want_unnamed[] = {"[jit test_profile_frames]", "[jit test_profile_frames_asan]"};
+    for (size_t i = 0; d.n_samples == 1 && i < 4 && i < d.samples[0].n_locations; i++) {
+        name_of(&d, d.samples[0].location_ids[i], &name, &file);
+        if (i == 0) {
+            CHECK_STR_EQ(name, "JS:*jitted_function /app/x.js:3");
+            CHECK_STR_EQ(file, "[jit]");
+        } else if (i == 1) {
+            CHECK(strcmp(name, want_unnamed[0]) == 0 || strcmp(name, want_unnamed[1]) == 0);
+            CHECK_STR_EQ(file, "[jit]");
+        } else if (i == 2) {
+            CHECK_STR_EQ(name, "freed_code");
+        } else {
+            CHECK_STR_EQ(name, ""); /* in no mapping and not in the map: an address */
+        }
+    }
+    pprof_decoded_free(&d);
+    unlink(path);
+    munmap(code, 8192);
+}
+
 static void allocator_lines_are_told_by_name(void)
 {
     static const struct {
@@ -194,5 +256,6 @@ int main(void)
     RUN_TEST(every_location_has_a_mapping_and_the_allocator_goes);
     RUN_TEST(symbolize_0_keeps_addresses_and_mappings_only);
     RUN_TEST(allocator_lines_are_told_by_name);
+    RUN_TEST(jit_frames_are_named_from_the_perf_map_or_after_the_runtime);
     return check_exit_code();
 }
