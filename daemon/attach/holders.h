@@ -10,9 +10,10 @@
  *
  * Kinds with a deadline expire by the clock; a window is dropped by the
  * request that opened it (a slow build must not lose the counts it reads
- * at the end). New reasons (a selector that names processes by comm or
- * unit, say) are new kinds here: the rest of the daemon only asks whether
- * a target is held, by what, and until when.
+ * at the end). A request by selector (comm=, unit=, ...) holds each
+ * process it picks as a request by pid does. New reasons are new kinds
+ * here: the rest of the daemon only asks whether a target is held, by
+ * what, and until when.
  *
  * Plain data, no locking: the target table's lock guards each target's set.
  */

@@ -205,6 +205,11 @@ size_t targets_expire(struct targets *t, uint64_t now_ns);
  * keeps its last profile and detaches it, once; waits if that is under way. */
 void targets_exited(struct targets *t, pid_t pid);
 
+/* targets_exited() of every target whose process is gone (a zombie, or
+ * reaped), for a request about to read the kept profiles: the exit events
+ * may not have been acted on yet. */
+void targets_settle_exits(struct targets *t);
+
 /* Process `pid` exec'd at `event_ns` (its exec event): if it is a target
  * attached before that, its probes on the old program go and its holders
  * are put in *kept and the sampler it asked for in *sampler, to attach it

@@ -314,6 +314,23 @@ restart:
     let_go(t, gone, n);
 }
 
+void targets_settle_exits(struct targets *t)
+{
+    pid_t gone[HP_MAX_TARGETS];
+    size_t n = 0;
+    pthread_mutex_lock(&t->lock);
+    for (size_t i = 0; i < HP_MAX_TARGETS; i++) {
+        struct target *tg = t->slot[i];
+        uint64_t start_time;
+        if (tg && !tg->attaching && !tg->detaching &&
+            (proc_start_time(tg->pid, &start_time) != 0 || start_time != tg->start_time))
+            gone[n++] = tg->pid;
+    }
+    pthread_mutex_unlock(&t->lock);
+    for (size_t k = 0; k < n; k++)
+        targets_exited(t, gone[k]);
+}
+
 bool targets_exec_d(struct targets *t, pid_t pid, uint64_t event_ns, struct holders *kept,
                     enum sampler_kind *sampler)
 {

@@ -133,6 +133,9 @@ int selection_add_exited(struct daemon_ctx *ctx, const struct profile_query *q,
                          struct pprof_profile *p, const struct process_found *live, size_t n)
 {
     struct kept_merge m = {.q = q, .p = p, .live = live, .n = n};
+    /* A process that exited a moment ago: its last profile now, not once
+     * its exit event is acted on. */
+    targets_settle_exits(ctx->targets);
     int e = exited_profiles_each(ctx->exited, merge_kept, &m);
     return e ? e : m.added;
 }

@@ -167,6 +167,59 @@ def test_a_request_10_ms_after_exit_gets_the_last_profile():
                     w.proc.returncode = 0  # reaped here, not by Popen
 
 
+def test_a_selector_holds_its_processes_as_a_request_does():
+    """comm= attaches through the same path as pid=: each process it picks
+    is held by `request` and let go after --idle-detach; with seconds= for
+    the window only; and one that exits is in the next answer at once,
+    labelled by its pid and comm (its last profile, kept at the exit)."""
+    comm = f"hpls{os.getpid()}"
+    path = h.workload_alias("exits", comm)
+    with h.Daemon("--idle-detach", f"{IDLE_S}s", "--sample-interval", "1") as d, \
+            h.Workload(path, 60000) as a, h.Workload(path, 300) as b:
+        d.profile(f"/debug/pprof/heap?comm={comm}")
+        for w in (a, b):
+            h.check_equal(d.index_entry(w.pid)["held_by"], ["request"],
+                          f"held_by of pid {w.pid} after ?comm=")
+        for w in (a, b):
+            d.wait_detached(w.pid, "a process a selector named, idle", IDLE_S + IDLE_SLACK_S)
+            h.check_equal(h.allocator_breakpoints(w.pid), [], f"probes in pid {w.pid} once idle")
+        h.check_equal(d.metric("heapprofd_idle_detached_total"), 2.0, "idle_detached_total")
+
+        result = {}
+
+        def scrape():
+            result["body"] = d.profile(f"/debug/pprof/allocs?comm={comm}&seconds=2", timeout=30)
+
+        t = threading.Thread(target=scrape)
+        t.start()
+        d.wait_until(lambda: all(d.index_entry(w.pid) for w in (a, b)), 10,
+                     "both attached for the window")
+        for w in (a, b):
+            h.check_equal(d.index_entry(w.pid)["held_by"], ["window"],
+                          f"held_by of pid {w.pid} during ?comm=&seconds=2")
+        a.go()
+        t.join(30)
+        h.check("body" in result, "the ?comm=&seconds=2 request did not answer")
+        for w in (a, b):
+            h.check(d.index_entry(w.pid) is None, f"pid {w.pid} still attached after its window")
+            h.check_equal(h.allocator_breakpoints(w.pid), [], f"probes in pid {w.pid} after it")
+        window = h.decode(result["body"])
+        h.check_equal({s.labels.get("pid") for s in window.samples}, {str(a.pid)},
+                      "the pids of the window's samples")
+
+        d.profile(f"/debug/pprof/heap?comm={comm}")  # held again
+        b.go()
+        os.waitid(os.P_PID, b.pid, os.WEXITED | os.WNOWAIT)
+        time.sleep(0.010)
+        p = h.decode(d.profile(f"/debug/pprof/heap?comm={comm}"))
+        h.check(any(f"process {b.pid} ({comm}) exited" in c for c in p.comments),
+                f"10 ms after pid {b.pid} exited, ?comm= does not merge its last profile: "
+                f"{p.comments}")
+        mine = [s for s in p.samples if s.labels.get("pid") == str(b.pid)]
+        h.check(mine and all(s.labels.get("comm") == comm for s in mine),
+                f"the exited pid's samples, labelled pid and comm: {[s.labels for s in mine]}")
+
+
 if __name__ == "__main__":
     h.run([
         test_a_process_only_requests_named_is_let_go_after_idle_detach,
@@ -174,4 +227,5 @@ if __name__ == "__main__":
         test_a_window_on_a_held_process_leaves_it_held,
         test_idle_detach_0_keeps_a_requested_process_and_pid_and_rule_targets_stay,
         test_a_request_10_ms_after_exit_gets_the_last_profile,
+        test_a_selector_holds_its_processes_as_a_request_does,
     ])
