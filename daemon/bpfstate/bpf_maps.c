@@ -259,15 +259,24 @@ int bpf_state_read_stack(struct bpf_state *b, uint64_t id, struct hp_stack *st)
     return 0;
 }
 
+/* A zeroed buffer of one value per possible CPU, the value of a per-CPU
+ * array's element, into *out and the CPUs' count into *ncpu; 0 or -errno. */
+static int percpu_buffer(uint64_t **out, int *ncpu)
+{
+    *ncpu = libbpf_num_possible_cpus();
+    if (*ncpu <= 0)
+        return *ncpu < 0 ? *ncpu : -EINVAL;
+    *out = calloc((size_t)*ncpu, sizeof(uint64_t));
+    return *out ? 0 : -ENOMEM;
+}
+
 int bpf_percpu_sum(int fd, uint32_t key, uint64_t *sum)
 {
-    int ncpu = libbpf_num_possible_cpus();
-    if (ncpu <= 0)
-        return ncpu < 0 ? ncpu : -EINVAL;
-    uint64_t *percpu = calloc((size_t)ncpu, sizeof(uint64_t));
-    if (!percpu)
-        return -ENOMEM;
-    int e = 0;
+    uint64_t *percpu;
+    int ncpu;
+    int e = percpu_buffer(&percpu, &ncpu);
+    if (e)
+        return e;
     *sum = 0;
     if (bpf_map_lookup_elem(fd, &key, percpu) != 0)
         e = -errno; /* an array map has every index: this is not "empty" */
@@ -293,13 +302,12 @@ int bpf_state_read_hits(struct bpf_state *b, uint32_t slot, uint64_t *hits)
 
 int bpf_state_zero_hits(struct bpf_state *b, uint32_t slot)
 {
-    int ncpu = libbpf_num_possible_cpus();
-    if (ncpu <= 0)
-        return ncpu < 0 ? ncpu : -EINVAL;
-    uint64_t *zero = calloc((size_t)ncpu, sizeof(uint64_t));
-    if (!zero)
-        return -ENOMEM;
-    int e = bpf_map_update_elem(bpf_map__fd(b->skel->maps.target_hits), &slot, zero, BPF_ANY)
+    uint64_t *zero;
+    int ncpu;
+    int e = percpu_buffer(&zero, &ncpu);
+    if (e)
+        return e;
+    e = bpf_map_update_elem(bpf_map__fd(b->skel->maps.target_hits), &slot, zero, BPF_ANY)
                 ? -errno
                 : 0;
     free(zero);
