@@ -9,43 +9,86 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "allocator.h"
-#include "elf_file.h"
 #include "probe_links.h"
 
-/* A function that does nothing, its first instruction `push %rbp`, which
- * the kernel emulates, as on the allocator entries heapprofd probes
- * (probe_site.c). */
-#define CALIBRATION_FUNCTION(name)                                                                 \
-    ".globl " #name "\n.type " #name ", @function\n" #name ":\n"                                  \
-    "    push %rbp\n    pop %rbp\n    ret\n.size " #name ", .-" #name "\n"
-
-/* What the calibration calls as a malloc+free pair: a pair probed as
- * calloc (with an overflowing size: its program returns at once) and as
- * free (with a pointer never sampled: one lookup in the live set, as for
- * every unsampled free), and an unprobed twin of each, timed in turn. */
-__asm__(".text\n" CALIBRATION_FUNCTION(heapprofd_calibration_alloc)
-            CALIBRATION_FUNCTION(heapprofd_calibration_free)
-                CALIBRATION_FUNCTION(heapprofd_calibration_alloc_bare)
-                    CALIBRATION_FUNCTION(heapprofd_calibration_free_bare));
-void heapprofd_calibration_alloc(unsigned long n, unsigned long m);
-void heapprofd_calibration_free(void *p);
-void heapprofd_calibration_alloc_bare(unsigned long n, unsigned long m);
-void heapprofd_calibration_free_bare(void *p);
+/*
+ * What the calibration calls as a malloc+free pair: a pair probed as calloc
+ * (with an overflowing size: its program returns at once) and as free
+ * (with a pointer never sampled: one lookup in the live set, as for every
+ * unsampled free), and an unprobed twin of each, timed in turn. Each is a
+ * function that does nothing, its first instruction `push %rbp`, which the
+ * kernel emulates, as on the allocator entries heapprofd probes
+ * (probe_site.c).
+ *
+ * They live in a file of this calibration's own, a memfd mapped
+ * executable, not in the daemon's executable: the kernel runs every link
+ * on an inode's instruction at every hit, whichever process it is for, so
+ * another daemon of the same executable calibrating at the same time (the
+ * tests start several) would make each hit dearer.
+ */
+static const unsigned char do_nothing[] = {0x55, 0x5d, 0xc3}; /* push %rbp; pop %rbp; ret */
+enum { CODE_PROBED_ALLOC = 0, CODE_PROBED_FREE = 64, CODE_BARE_ALLOC = 128, CODE_BARE_FREE = 192,
+       CODE_SIZE = 4096 };
 
 /* One pair's functions, called through volatile pointers: every call is made. */
 struct calibration_pair {
     void (*volatile alloc)(unsigned long, unsigned long);
     void (*volatile free)(void *);
 };
-static const struct calibration_pair probed_pair = {heapprofd_calibration_alloc,
-                                                    heapprofd_calibration_free};
-static const struct calibration_pair bare_pair = {heapprofd_calibration_alloc_bare,
-                                                  heapprofd_calibration_free_bare};
+
+/* The calibration's code: its file, mapped, and the pairs in it. */
+struct calibration_code {
+    int fd;
+    char path[32]; /* /proc/self/fd/N: the kernel opens the file by it */
+    void *page;
+    struct calibration_pair probed, bare;
+};
+
+/* Makes the calibration's code file and maps it; 0 or -errno (why in `err`). */
+static int code_make(struct calibration_code *c, char *err, size_t errlen)
+{
+    unsigned char page[CODE_SIZE];
+    memset(page, 0xcc, sizeof(page)); /* int3 between the functions */
+    const size_t at[] = {CODE_PROBED_ALLOC, CODE_PROBED_FREE, CODE_BARE_ALLOC, CODE_BARE_FREE};
+    for (size_t i = 0; i < sizeof(at) / sizeof(at[0]); i++)
+        memcpy(page + at[i], do_nothing, sizeof(do_nothing));
+    c->page = MAP_FAILED;
+    c->fd = memfd_create("heapprofd-calibration", MFD_CLOEXEC);
+    int e = c->fd < 0 ? -errno : 0;
+    if (e == 0 && write(c->fd, page, sizeof(page)) != (ssize_t)sizeof(page))
+        e = errno ? -errno : -EIO;
+    if (e == 0) {
+        c->page = mmap(NULL, CODE_SIZE, PROT_READ | PROT_EXEC, MAP_PRIVATE, c->fd, 0);
+        e = c->page == MAP_FAILED ? -errno : 0;
+    }
+    if (e) {
+        snprintf(err, errlen, "a memfd of code to probe: %s", strerror(-e));
+        if (c->fd >= 0)
+            close(c->fd);
+        return e;
+    }
+    snprintf(c->path, sizeof(c->path), "/proc/self/fd/%d", c->fd);
+    unsigned char *base = c->page;
+    /* Addresses in a code page to functions: what it is there for. */
+    c->probed.alloc = (void (*)(unsigned long, unsigned long))(uintptr_t)(base + CODE_PROBED_ALLOC);
+    c->probed.free = (void (*)(void *))(uintptr_t)(base + CODE_PROBED_FREE);
+    c->bare.alloc = (void (*)(unsigned long, unsigned long))(uintptr_t)(base + CODE_BARE_ALLOC);
+    c->bare.free = (void (*)(void *))(uintptr_t)(base + CODE_BARE_FREE);
+    return 0;
+}
+
+static void code_free(struct calibration_code *c)
+{
+    munmap(c->page, CODE_SIZE);
+    close(c->fd);
+}
 
 /* CPU time of this thread, user and system: the kernel's uprobe handling
  * is charged to the thread that trapped. */
@@ -74,56 +117,39 @@ static int by_value(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-/* Plans `name` of our own executable, probed as `kind`, into `f`. */
-static int plan_function(struct elf_file *ef, const char *name, enum hp_kind kind,
-                         struct allocator_func *f, char *err, size_t errlen)
+/* The plan of the probed pair: in the code file `c`, as calloc and free. */
+static void calibration_plan(const struct calibration_code *c, struct allocator_plan *plan)
 {
-    struct elf_symbol sym;
-    int e = elf_file_find_function(ef, name, false, &sym);
-    if (e) {
-        snprintf(err, errlen, "find %s in /proc/self/exe: %s", name, strerror(-e));
-        return e;
-    }
-    *f = (struct allocator_func){
-        .name = name,
-        .kind = kind,
-        .object_path = "/proc/self/exe",
-        .open_path = "/proc/self/exe",
-        .symbol_offset = sym.file_offset,
-        .file_offset = sym.file_offset,
-        .emulated = 1,
-    };
-    return 0;
-}
-
-/* The plan of the probed pair: in our own executable, as calloc and free. */
-static int calibration_plan(struct allocator_plan *plan, char *err, size_t errlen)
-{
-    struct elf_file *ef;
     memset(plan, 0, sizeof(*plan));
-    int e = elf_file_open("/proc/self/exe", &ef);
-    if (e) {
-        snprintf(err, errlen, "open /proc/self/exe: %s", strerror(-e));
-        return e;
-    }
-    e = plan_function(ef, "heapprofd_calibration_alloc", HP_CALLOC, &plan->funcs[0], err, errlen);
-    if (e == 0)
-        e = plan_function(ef, "heapprofd_calibration_free", HP_FREE, &plan->funcs[1], err, errlen);
-    elf_file_close(ef);
-    plan->n = e ? 0 : 2;
-    return e;
+    const struct {
+        const char *name;
+        enum hp_kind kind;
+        uint64_t offset;
+    } funcs[] = {{"calibration_alloc", HP_CALLOC, CODE_PROBED_ALLOC},
+                 {"calibration_free", HP_FREE, CODE_PROBED_FREE}};
+    for (size_t i = 0; i < 2; i++)
+        plan->funcs[i] = (struct allocator_func){
+            .name = funcs[i].name,
+            .kind = funcs[i].kind,
+            .object_path = (char *)c->path,
+            .open_path = (char *)c->path,
+            .symbol_offset = funcs[i].offset,
+            .file_offset = funcs[i].offset,
+            .emulated = 1,
+        };
+    plan->n = 2;
 }
 
 /* The median added and bare CPU ns of PROBE_COST_CALLS pairs, over
  * PROBE_COST_RUNS runs of the probed pair and its bare twins in turn: each
  * run's pair back to back, so that the machine's load, which changes the
  * cost of a trap by 2x here, weighs on both alike. */
-static void time_runs(uint64_t *added, uint64_t *bare)
+static void time_runs(const struct calibration_code *c, uint64_t *added, uint64_t *bare)
 {
     uint64_t diffs[PROBE_COST_RUNS], bares[PROBE_COST_RUNS];
     for (int r = 0; r < PROBE_COST_RUNS; r++) {
-        bares[r] = time_calls(&bare_pair);
-        uint64_t probed = time_calls(&probed_pair);
+        bares[r] = time_calls(&c->bare);
+        uint64_t probed = time_calls(&c->probed);
         diffs[r] = probed > bares[r] ? probed - bares[r] : 0;
     }
     qsort(diffs, PROBE_COST_RUNS, sizeof(diffs[0]), by_value);
@@ -133,11 +159,18 @@ static void time_runs(uint64_t *added, uint64_t *bare)
 }
 
 /* A process of ours that only waits, for links that stand for another
- * target's on the same functions: -errno if it cannot be made. */
+ * target's on the same functions: -errno if it cannot be made. It holds
+ * none of the daemon's files (the pin directory's lock among them) and
+ * dies with the thread that made it, should the daemon be killed first. */
 static pid_t start_sharer(void)
 {
+    pid_t parent = getpid();
     pid_t pid = fork();
     if (pid == 0) {
+        close_range(3, ~0U, 0);
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != parent)
+            _exit(0); /* the daemon died before the line above */
         for (;;)
             pause();
     }
@@ -149,8 +182,9 @@ static pid_t start_sharer(void)
  * process (added[1]) and for 1 + PROBE_COST_SHARERS (added[2]), as other
  * targets of the same library have. The hits a pair come from the spare
  * slot's counter. */
-static int time_probed(struct bpf_state *bpf, const struct allocator_plan *plan,
-                       struct probe_cost *out, uint64_t added[3], char *err, size_t errlen)
+static int time_probed(struct bpf_state *bpf, const struct calibration_code *c,
+                       const struct allocator_plan *plan, struct probe_cost *out,
+                       uint64_t added[3], char *err, size_t errlen)
 {
     struct probe_links mine = {0}, others[1 + PROBE_COST_SHARERS];
     pid_t sharers[1 + PROBE_COST_SHARERS];
@@ -160,7 +194,7 @@ static int time_probed(struct bpf_state *bpf, const struct allocator_plan *plan,
     if (e == 0)
         e = probe_links_attach(bpf, getpid(), HP_SPARE_SLOT, plan, &mine, err, errlen);
     if (e == 0) {
-        time_runs(&added[0], &bare);
+        time_runs(c, &added[0], &bare);
         e = bpf_state_read_hits(bpf, HP_SPARE_SLOT, &hits);
     }
     out->bare_ns = bare / PROBE_COST_CALLS;
@@ -173,7 +207,7 @@ static int time_probed(struct bpf_state *bpf, const struct allocator_plan *plan,
         }
         e = probe_links_attach(bpf, sharers[n], HP_SPARE_SLOT, plan, &others[n], err, errlen);
         if (e == 0 && (n == 0 || n == PROBE_COST_SHARERS))
-            time_runs(&added[n == 0 ? 1 : 2], &bare);
+            time_runs(c, &added[n == 0 ? 1 : 2], &bare);
     }
     probe_links_release(&mine);
     for (int k = 0; k < n; k++) {
@@ -182,7 +216,7 @@ static int time_probed(struct bpf_state *bpf, const struct allocator_plan *plan,
         waitpid(sharers[k], NULL, 0);
     }
     if (e == 0 && hits == 0) {
-        snprintf(err, errlen, "the probes on heapprofd_calibration_alloc and _free never ran");
+        snprintf(err, errlen, "the probes on the calibration's calloc and free never ran");
         e = -ENOENT;
     }
     out->hits_per_pair = (double)hits / ((double)PROBE_COST_RUNS * PROBE_COST_CALLS);
@@ -191,12 +225,16 @@ static int time_probed(struct bpf_state *bpf, const struct allocator_plan *plan,
 
 int probe_cost_calibrate(struct bpf_state *bpf, struct probe_cost *out, char *err, size_t errlen)
 {
+    struct calibration_code code;
     struct allocator_plan plan;
     uint64_t added[3] = {0, 0, 0};
     memset(out, 0, sizeof(*out));
-    int e = calibration_plan(&plan, err, errlen);
-    if (e == 0)
-        e = time_probed(bpf, &plan, out, added, err, errlen);
+    int e = code_make(&code, err, errlen);
+    if (e)
+        return e;
+    calibration_plan(&code, &plan);
+    e = time_probed(bpf, &code, &plan, out, added, err, errlen);
+    code_free(&code);
     if (e)
         return e;
     double hits = PROBE_COST_CALLS * out->hits_per_pair;

@@ -55,8 +55,8 @@ struct probe_cost {
 
 /*
  * Measures the CPU time a probe hit adds, with heapprofd's own programs in
- * the layout `bpf` was loaded for: a pair of the daemon's functions (their
- * first instruction one the kernel emulates, as the allocator's probes are
+ * the layout `bpf` was loaded for: a pair of do-nothing functions in a
+ * memfd of the calibration's own (their first instruction one the kernel emulates, as the allocator's probes are
  * placed) is called PROBE_COST_CALLS times, probed as calloc (an
  * overflowing size: the program returns at once) and free (a pointer never
  * sampled: one lookup), as a malloc+free pair is, and an unprobed twin pair
