@@ -20,6 +20,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
+#include "array_grow.h"
 #include "heapprof.skel.h"
 
 /* The longest key of a map we walk (struct hp_live_key and friends are 16). */
@@ -124,14 +125,10 @@ struct counts_vec {
 /* Appends `sc`; -ENOMEM. */
 static int push_counts(struct counts_vec *cv, struct stack_counts sc)
 {
-    if (cv->len == cv->cap) {
-        size_t ncap = cv->cap ? cv->cap * 2 : 64;
-        struct stack_counts *nv = realloc(cv->v, ncap * sizeof(*nv));
-        if (!nv)
-            return -ENOMEM;
-        cv->v = nv;
-        cv->cap = ncap;
-    }
+    struct stack_counts *nv = array_grow(cv->v, &cv->cap, cv->len + 1, sizeof(*nv), 64);
+    if (!nv)
+        return -ENOMEM;
+    cv->v = nv;
     cv->v[cv->len++] = sc;
     return 0;
 }
@@ -362,14 +359,10 @@ static int gather_key(int fd, const void *key, void *ctx)
     }
     if (owner != d->tgid)
         return 0;
-    if (d->n == d->cap) {
-        size_t ncap = d->cap ? d->cap * 2 : 256;
-        uint8_t *nk = realloc(d->keys, ncap * d->key_size);
-        if (!nk)
-            return -ENOMEM;
-        d->keys = nk;
-        d->cap = ncap;
-    }
+    uint8_t *nk = array_grow(d->keys, &d->cap, d->n + 1, d->key_size, 256);
+    if (!nk)
+        return -ENOMEM;
+    d->keys = nk;
     memcpy(d->keys + d->n * d->key_size, key, d->key_size);
     d->n++;
     return 0;

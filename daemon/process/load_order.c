@@ -28,6 +28,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "array_grow.h"
 #include "proc_info.h"
 
 /* Bound on the link_map walk, so a corrupt or cyclic chain ends; real
@@ -205,14 +206,10 @@ static int push(struct load_order *lo, size_t *cap, const struct proc_mapping *f
     for (size_t i = 0; i < lo->n; i++)
         if (lo->v[i].first_mapping == first)
             return 0;
-    if (lo->n == *cap) {
-        size_t ncap = *cap ? *cap * 2 : 32;
-        struct loaded_object *nv = realloc(lo->v, ncap * sizeof(*nv));
-        if (!nv)
-            return -ENOMEM;
-        lo->v = nv;
-        *cap = ncap;
-    }
+    struct loaded_object *nv = array_grow(lo->v, cap, lo->n + 1, sizeof(*nv), 32);
+    if (!nv)
+        return -ENOMEM;
+    lo->v = nv;
     char *path = strdup(first->path);
     if (!path)
         return -ENOMEM;

@@ -16,6 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "array_grow.h"
 #include "search.h"
 #include "strutil.h"
 
@@ -195,16 +196,12 @@ int proc_maps_parse(const char *text, size_t len, struct proc_maps *out)
         const char *nl = memchr(p, '\n', (size_t)(end - p));
         const char *line_end = nl ? nl : end;
 
-        if (m.n == cap) {
-            size_t ncap = cap ? cap * 2 : 64;
-            struct proc_mapping *nv = realloc(m.v, ncap * sizeof(*nv));
-            if (!nv) {
-                err = -ENOMEM;
-                goto out;
-            }
-            m.v = nv;
-            cap = ncap;
+        struct proc_mapping *nv = array_grow(m.v, &cap, m.n + 1, sizeof(*nv), 64);
+        if (!nv) {
+            err = -ENOMEM;
+            goto out;
         }
+        m.v = nv;
         err = parse_line((struct cursor){p, line_end}, &m.v[m.n]);
         if (err)
             goto out;

@@ -22,6 +22,7 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 
+#include "array_grow.h"
 #include "clock.h"
 #include "proc_info.h"
 #include "search.h"
@@ -91,16 +92,10 @@ static long add_name(struct perf_map *m, const char *s, size_t len)
         len = PERF_MAP_MAX_NAME - 1;
     if (m->names_len + len + 1 > UINT32_MAX)
         return -ENOMEM;
-    if (m->names_len + len + 1 > m->names_cap) {
-        size_t cap = m->names_cap ? m->names_cap * 2 : 4096;
-        while (cap < m->names_len + len + 1)
-            cap *= 2;
-        char *nn = realloc(m->names, cap);
-        if (!nn)
-            return -ENOMEM;
-        m->names = nn;
-        m->names_cap = cap;
-    }
+    char *nn = array_grow(m->names, &m->names_cap, m->names_len + len + 1, 1, 4096);
+    if (!nn)
+        return -ENOMEM;
+    m->names = nn;
     long off = (long)m->names_len;
     memcpy(m->names + m->names_len, s, len);
     m->names[m->names_len + len] = '\0';
@@ -125,14 +120,10 @@ static int parse_line(struct perf_map *m, const char *p, const char *end)
         len--;
     if (len == 0)
         return 1;
-    if (m->n == m->cap) {
-        size_t cap = m->cap ? m->cap * 2 : 1024;
-        struct perf_map_symbol *nv = realloc(m->v, cap * sizeof(*nv));
-        if (!nv)
-            return -ENOMEM;
-        m->v = nv;
-        m->cap = cap;
-    }
+    struct perf_map_symbol *nv = array_grow(m->v, &m->cap, m->n + 1, sizeof(*nv), 1024);
+    if (!nv)
+        return -ENOMEM;
+    m->v = nv;
     long name = add_name(m, q, len);
     if (name < 0)
         return (int)name;

@@ -21,6 +21,7 @@
  */
 #include "unwind_table.h"
 
+#include "array_grow.h"
 #include "cfi_rules.h"
 #include "dw_cursor.h"
 #include "search.h"
@@ -87,21 +88,6 @@ struct build {
     struct unwind_table *out; /* rows are appended here */
     size_t rows_cap;
 };
-
-/* Makes room for one more element of `size` bytes in `v` (holding n of *cap);
- * returns the array, perhaps moved, or NULL (then `v` is still valid). */
-static void *grow(void *v, size_t n, size_t *cap, size_t size)
-{
-    if (n < *cap)
-        return v;
-    size_t ncap = *cap ? *cap * 2 : GROW_MIN;
-    if (ncap < *cap || ncap > SIZE_MAX / size)
-        return NULL;
-    void *nv = realloc(v, ncap * size);
-    if (nv)
-        *cap = ncap;
-    return nv;
-}
 
 /* Parses a CIE's augmentation into `ce`; leaves it unusable if not understood. */
 static void parse_cie(const Dwarf_CIE *c, uint64_t off, struct cie_entry *ce)
@@ -217,14 +203,16 @@ static int scan_section(struct build *b, const struct cfi_section *s, enum cfi_s
         if (next == (Dwarf_Off)-1 || next <= off)
             break;
         if (r == 0 && dwarf_cfi_cie_p(&e)) {
-            struct cie_entry *cies = grow(b->cies, b->ncies, &b->cies_cap, sizeof(*cies));
+            struct cie_entry *cies =
+                array_grow(b->cies, &b->cies_cap, b->ncies + 1, sizeof(*cies), GROW_MIN);
             if (!cies)
                 return -ENOMEM;
             b->cies = cies;
             parse_cie(&e.cie, off, &b->cies[b->ncies++]);
         } else if (r == 0) {
             b->out->fdes++;
-            struct fde_entry *fdes = grow(b->fdes, b->nfdes, &b->fdes_cap, sizeof(*fdes));
+            struct fde_entry *fdes =
+                array_grow(b->fdes, &b->fdes_cap, b->nfdes + 1, sizeof(*fdes), GROW_MIN);
             if (!fdes)
                 return -ENOMEM;
             b->fdes = fdes;
@@ -284,7 +272,8 @@ static int add_row(void *ctx, uint64_t vaddr, const struct hp_unwind_row *row)
         return 0;
     if (t->n >= UNWIND_TABLE_MAX_ROWS)
         return -E2BIG;
-    struct hp_unwind_row *rows = grow(t->rows, t->n, &b->rows_cap, sizeof(*rows));
+    struct hp_unwind_row *rows =
+        array_grow(t->rows, &b->rows_cap, t->n + 1, sizeof(*rows), GROW_MIN);
     if (!rows)
         return -ENOMEM;
     t->rows = rows;
