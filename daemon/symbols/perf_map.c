@@ -144,7 +144,7 @@ static int by_start_then_seq(const void *a, const void *b)
 
 long perf_map_parse(struct perf_map *m, const char *buf, size_t len)
 {
-    size_t used = 0, before = m->n;
+    size_t used = 0;
     for (;;) {
         const char *nl = memchr(buf + used, '\n', len - used);
         if (!nl)
@@ -158,9 +158,13 @@ long perf_map_parse(struct perf_map *m, const char *buf, size_t len)
         m->lines += m->lines < UINT32_MAX;
         used = (size_t)(nl - buf) + 1;
     }
-    if (m->n > before)
-        qsort(m->v, m->n, sizeof(*m->v), by_start_then_seq);
     return (long)used;
+}
+
+void perf_map_sort(struct perf_map *m)
+{
+    if (m->n > 1)
+        qsort(m->v, m->n, sizeof(*m->v), by_start_then_seq);
 }
 
 /* What perf_map_lookup's search compares with. */
@@ -241,7 +245,8 @@ static int open_map_file(pid_t pid, uint64_t start_ticks, struct stat *st)
 }
 
 /* Reads what the file holds past m->read_to (all of it if it is another
- * file or shrank); m's lock held. */
+ * file or shrank), and sorts once what it read (a large map is read in
+ * many chunks); m's lock held. */
 static int refresh(struct perf_map *m)
 {
     struct stat st;
@@ -254,7 +259,7 @@ static int refresh(struct perf_map *m)
     m->ino = st.st_ino;
     int e = 0;
     char *buf = NULL;
-    size_t have = 0;
+    size_t have = 0, symbols_before = m->n;
     while (e == 0 && m->read_to + have < (uint64_t)st.st_size) {
         if (!buf && !(buf = malloc(READ_CHUNK))) {
             e = -ENOMEM;
@@ -269,7 +274,7 @@ static int refresh(struct perf_map *m)
         long used = perf_map_parse(m, buf, have);
         if (used < 0) {
             e = (int)used;
-            perf_map_reset(m); /* half-parsed and unsorted: start afresh next time */
+            perf_map_reset(m); /* half-parsed: start afresh next time */
             break;
         }
         if (used == 0 && have == READ_CHUNK)
@@ -278,6 +283,8 @@ static int refresh(struct perf_map *m)
         have -= (size_t)used;
         m->read_to += (uint64_t)used;
     }
+    if (m->n != symbols_before)
+        perf_map_sort(m);
     free(buf);
     close(fd);
     return e;

@@ -100,12 +100,16 @@ void perf_map_put(struct perf_map_cache *c, struct perf_map *m);
 int perf_map_lookup(struct perf_map *m, uint64_t addr, char *name, size_t len);
 
 /*
- * Parses whole lines of `buf` into `m` (its lock held or not yet shared)
- * and sorts them in; returns the bytes consumed (up to the last newline),
+ * Parses whole lines of `buf` into `m` (its lock held or not yet shared),
+ * appended unsorted; returns the bytes consumed (up to the last newline),
  * or -ENOMEM. Lines past PERF_MAP_MAX_SYMBOLS are consumed and dropped.
+ * perf_map_sort() makes them findable by perf_map_lookup().
  * Exposed for the unit tests and the fuzzer.
  */
 long perf_map_parse(struct perf_map *m, const char *buf, size_t len);
+
+/* Sorts the symbols by start, then by line (later lines win overlaps). */
+void perf_map_sort(struct perf_map *m);
 
 /* An empty map for perf_map_parse (tests); free with perf_map_free(). */
 struct perf_map *perf_map_new(pid_t pid);

@@ -58,6 +58,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     FUZZ_CHECK(a == 0 || text[a - 1] == '\n', "first piece ends inside a line at %ld", a);
     long b = perf_map_parse(m, text + a, size - (size_t)a);
     FUZZ_CHECK(b >= 0 && (size_t)b <= size - (size_t)a, "second piece: consumed %ld", b);
+    perf_map_sort(m);
     for (size_t i = 1; i < m->n; i++)
         FUZZ_CHECK(m->v[i - 1].start < m->v[i].start ||
                        (m->v[i - 1].start == m->v[i].start && m->v[i - 1].seq < m->v[i].seq),

@@ -40,6 +40,7 @@ static void lines_of_node_and_the_jvm_are_read_and_a_partial_line_is_left(void)
                                "7f0000002000 20 partial";
     struct perf_map *m = perf_map_new(1);
     long used = perf_map_parse(m, text, strlen(text));
+    perf_map_sort(m);
     CHECK_INT_EQ(used, (long)(strrchr(text, '\n') - text) + 1);
     CHECK_INT_EQ(m->n, 3);
     CHECK_INT_EQ(m->bad_lines, 3);
@@ -61,6 +62,7 @@ static void later_lines_win_where_code_overlaps(void)
                                "1000 10 newest_at_start\n";
     struct perf_map *m = perf_map_new(1);
     perf_map_parse(m, text, strlen(text));
+    perf_map_sort(m);
     CHECK_STR_EQ(name_at(m, 0x1000), "newest_at_start");
     CHECK_STR_EQ(name_at(m, 0x1010), "old_big");
     CHECK_STR_EQ(name_at(m, 0x1045), "newer_inside");
@@ -79,6 +81,7 @@ static void long_names_are_cut_and_wrapping_ranges_refused(void)
     n += snprintf(text + n, sizeof(text) - (size_t)n, "\nffffffffffffff00 200 wraps\n");
     struct perf_map *m = perf_map_new(1);
     perf_map_parse(m, text, (size_t)n);
+    perf_map_sort(m);
     CHECK_INT_EQ(strlen(name_at(m, 0x2000)), PERF_MAP_MAX_NAME - 1);
     CHECK_STR_EQ(name_at(m, 0xffffffffffffff80), "");
     CHECK_INT_EQ(m->bad_lines, 1);
