@@ -17,6 +17,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +26,7 @@
 #include <unistd.h>
 
 #include "hp_sampler.h"
+#include "proc_info.h"
 #include "proc_maps.h"
 #include "remote_stub.h"
 #include "sampler_image.h"
@@ -224,9 +226,8 @@ static int threads_clear(struct stopped_process *sp, const struct planned *pl, s
 
 /* Checks each entry: its file's bytes (to patch), or our jump (to adopt). */
 static int check_entries(int memfd, const struct planned *pl, size_t n, struct inject_state *s,
-                         int *patched, char *err, size_t errlen)
+                         char *err, size_t errlen)
 {
-    int ours = 0, orig = 0;
     for (size_t i = 0; i < n; i++) {
         uint8_t now[RELOCATE_MAX_DISPLACED];
         const struct relocation *r = &pl[i].rel;
@@ -237,27 +238,23 @@ static int check_entries(int memfd, const struct planned *pl, size_t n, struct i
         }
         struct inject_patch *p = &s->p[i];
         p->addr = r->func;
-        p->displaced = r->displaced;
         memcpy(p->orig, r->code, r->displaced);
         if (relocate_jump(r->func, s->base + pl[i].wrap, p->jump) != 0) {
             snprintf(err, errlen, "the sampler is out of jump range of 0x%llx",
                      (unsigned long long)r->func);
             return -ERANGE;
         }
-        if (memcmp(now, r->code, r->displaced) == 0)
-            orig++;
-        else if (memcmp(now, p->jump, RELOCATE_PATCH_LEN) == 0 &&
-                 memcmp(now + RELOCATE_PATCH_LEN, r->code + RELOCATE_PATCH_LEN,
-                        r->displaced - RELOCATE_PATCH_LEN) == 0)
-            ours++;
-        else {
+        bool as_in_file = memcmp(now, r->code, r->displaced) == 0;
+        bool our_jump = memcmp(now, p->jump, RELOCATE_PATCH_LEN) == 0 &&
+                        memcmp(now + RELOCATE_PATCH_LEN, r->code + RELOCATE_PATCH_LEN,
+                               r->displaced - RELOCATE_PATCH_LEN) == 0;
+        if (!as_in_file && !our_jump) {
             snprintf(err, errlen, "the code at 0x%llx differs from its file (a breakpoint or "
                      "another tool's patch?)", (unsigned long long)r->func);
             return -EINVAL;
         }
     }
     s->n = n;
-    *patched = ours > 0;
     return 0;
 }
 
@@ -339,7 +336,6 @@ static int locate_sampler(pid_t pid, int memfd, const struct sampler_image *img,
                      (int)pid);
             e = -EEXIST;
         }
-        s->reused = 1;
     } else {
         e = map_new(pid, memfd, img, &maps, f, n, s, err, errlen);
     }
@@ -352,8 +348,11 @@ static int locate_sampler(pid_t pid, int memfd, const struct sampler_image *img,
             continue;
         uint64_t start = s->base + (img->seg[i].vaddr & ~(PAGE - 1));
         uint64_t end = s->base + ((img->seg[i].vaddr + img->seg[i].memsz + PAGE - 1) & ~(PAGE - 1));
-        snprintf(s->text_path, sizeof(s->text_path), "/proc/%d/map_files/%llx-%llx", (int)pid,
-                 (unsigned long long)start, (unsigned long long)end);
+        e = proc_map_file_path(pid, start, end, s->text_path, sizeof(s->text_path));
+        if (e) {
+            snprintf(err, errlen, "the sampler's code in process %d: %s", (int)pid, strerror(-e));
+            return e;
+        }
     }
     if (sampler_image_file_offset(img, sampler_image_symbol(img, HP_REPORT_ALLOC_SYM),
                                   &s->report_alloc) != 0 ||
@@ -389,8 +388,7 @@ static int patch_entries(pid_t pid, int memfd, const struct inject_func *f,
     }
     if (e)
         return e;
-    int patched;
-    e = check_entries(memfd, pl, n, s, &patched, err, errlen);
+    e = check_entries(memfd, pl, n, s, err, errlen);
     for (size_t i = 0; e == 0 && i < n; i++) {
         thread_crash_point(); /* some entries patched, some not */
         e = write_mem(memfd, s->p[i].addr, s->p[i].jump, RELOCATE_PATCH_LEN);
@@ -433,10 +431,9 @@ int inject_attach(pid_t pid, const struct inject_func *f, size_t n, uint64_t int
         snprintf(err, errlen, "open /proc/%d/mem: %s", (int)pid, strerror(-memfd));
         return memfd == -ENOENT ? -ESRCH : memfd;
     }
-    int patched = 0;
     e = locate_sampler(pid, memfd, img, f, n, out, err, errlen);
     if (e == 0)
-        e = check_entries(memfd, pl, n, out, &patched, err, errlen);
+        e = check_entries(memfd, pl, n, out, err, errlen);
     if (e == 0 && (e = configure(memfd, img, out->base, interval, f, n)) != 0)
         snprintf(err, errlen, "configure the sampler in process %d: %s", (int)pid, strerror(-e));
     thread_crash_point(); /* configured, no trampoline written yet */

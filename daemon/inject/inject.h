@@ -33,7 +33,6 @@ struct inject_func {
 /* One patched entry. */
 struct inject_patch {
     uint64_t addr;
-    uint8_t displaced;                      /* bytes the trampoline runs */
     uint8_t orig[RELOCATE_MAX_DISPLACED];   /* the original bytes */
     uint8_t jump[RELOCATE_PATCH_LEN];       /* what the entry holds while patched */
 };
@@ -47,7 +46,6 @@ struct inject_state {
     uint64_t report_free;
     size_t n;
     struct inject_patch p[HP_MAX_FUNCS];
-    int reused;             /* the sampler was already mapped (restart, re-attach) */
     uint64_t stopped_ns;    /* how long the threads were stopped, last time */
 };
 

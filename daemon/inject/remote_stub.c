@@ -12,6 +12,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "proc_info.h"
+
 #define PAGE 4096ULL
 /* Where the saved registers start in the stub: after its code (127 bytes). */
 #define DATA_AT 128
@@ -114,8 +116,8 @@ uint64_t remote_stub_find_place(pid_t pid, int memfd, const struct proc_maps *ma
         if (!m->executable || m->writable || m->path[0] != '/' || m->end - m->start < PAGE)
             continue;
         char path[96];
-        snprintf(path, sizeof(path), "/proc/%d/map_files/%llx-%llx", (int)pid,
-                 (unsigned long long)m->start, (unsigned long long)m->end);
+        if (proc_map_file_path(pid, m->start, m->end, path, sizeof(path)) != 0)
+            continue;
         int fd = open(path, O_RDONLY | O_CLOEXEC);
         if (fd < 0)
             continue;
