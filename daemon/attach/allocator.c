@@ -56,6 +56,8 @@ static int open_object(pid_t pid, const struct loaded_object *lo, struct elf_fil
     int e = n < 0 || (size_t)n >= sizeof(path) ? -ENAMETOOLONG : elf_file_open(path, ef);
     if (e == 0)
         return 0;
+    if (!lo->first_mapping)
+        first = e; /* the root path was the only way tried */
     if (fail->err == 0) {
         fail->err = first;
         snprintf(fail->path, sizeof(fail->path), "%s", lo->path);
@@ -273,12 +275,12 @@ int allocator_resolve(pid_t pid, const struct proc_maps *maps, struct allocator_
     for (size_t i = 0; i < lo.n; i++)
         cands[i].lo = &lo.v[i];
     e = plan_entry_points(pid, maps, cands, lo.n, plan, &fail);
-    plan->settled = lo.settled || (lo.n > 0 && cands[0].is_static_exe);
+    int is_static = lo.n > 0 && cands[0].is_static_exe;
+    plan->settled = lo.settled || is_static;
     int have_malloc, have_free;
     plan_has(plan, &have_malloc, &have_free);
     /* A static executable that defines no free (musl links its simple
      * malloc then) has nothing that frees: malloc alone is enough. */
-    int is_static = lo.n > 0 && cands[0].is_static_exe;
     int complete = have_malloc && (have_free || is_static);
     if (e == 0 && is_static && !have_malloc) {
         e = refuse_stripped(pid, &cands[0], err, errlen);
