@@ -77,10 +77,15 @@ int exited_profiles_put(struct exited_profiles *x, pid_t pid, const struct proce
     }
     pthread_mutex_lock(&x->lock);
     time_t now = now_seconds();
+    /* The pid's own entry if it has one (a process let go while idle is
+     * kept again at its exit), so that a pid is never kept twice; else a
+     * free or expired one. */
     size_t slot = EXITED_MAX;
     for (size_t i = 0; i < EXITED_MAX && slot == EXITED_MAX; i++)
-        if (x->v[i].pid == pid || x->v[i].pid == 0 ||
-            now - x->v[i].exited_at > EXITED_KEEP_SECONDS)
+        if (x->v[i].pid == pid)
+            slot = i;
+    for (size_t i = 0; i < EXITED_MAX && slot == EXITED_MAX; i++)
+        if (x->v[i].pid == 0 || now - x->v[i].exited_at > EXITED_KEEP_SECONDS)
             slot = i;
     if (slot == EXITED_MAX) {
         slot = x->next; /* all taken and fresh: the oldest written goes */
@@ -156,9 +161,12 @@ int exited_profiles_each(struct exited_profiles *x,
 {
     int r = 0;
     pthread_mutex_lock(&x->lock);
+    time_t now = now_seconds();
     for (size_t i = 0; i < EXITED_MAX && r == 0; i++) {
         struct exited_entry *en = &x->v[i];
-        if (en->pid && find_locked(x, en->pid) == en && en->profile)
+        if (en->pid && now - en->exited_at > EXITED_KEEP_SECONDS)
+            clear_entry(en);
+        else if (en->pid && en->profile)
             r = visit(en->pid, &en->facts, en->profile, en->exited_at, arg);
     }
     pthread_mutex_unlock(&x->lock);
