@@ -3,6 +3,7 @@
  */
 #include "holders.h"
 
+#include <math.h>
 #include <stdio.h>
 
 /* Whether holds of `kind` end when dropped rather than by the clock. */
@@ -50,6 +51,14 @@ uint64_t holders_until(const struct holders *h, uint64_t now_ns)
         if (holders_holds(h, (enum hold_kind)k, now_ns) && h->until_ns[k] > until)
             until = h->until_ns[k];
     return until;
+}
+
+double holders_seconds_left(const struct holders *h, uint64_t now_ns)
+{
+    uint64_t until = holders_until(h, now_ns);
+    if (until == HOLD_FOREVER)
+        return INFINITY;
+    return until > now_ns ? (double)(until - now_ns) / 1e9 : 0.0;
 }
 
 struct holders holders_for_child(const struct holders *parent, uint64_t now_ns)

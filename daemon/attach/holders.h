@@ -62,6 +62,10 @@ bool holders_held(const struct holders *h, uint64_t now_ns);
  * it should close), or 0 if nothing holds it. */
 uint64_t holders_until(const struct holders *h, uint64_t now_ns);
 
+/* The same as seconds from `now_ns`, as the index and /metrics say it:
+ * INFINITY while a holder has no end, 0 if nothing holds the target. */
+double holders_seconds_left(const struct holders *h, uint64_t now_ns);
+
 /* Adds every hold of `src` to `dst` (a target that exec'd keeps them). */
 void holders_merge(struct holders *dst, const struct holders *src);
 

@@ -6,6 +6,7 @@
 #include "http_server.h"
 
 #include <errno.h>
+#include <math.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -242,11 +243,11 @@ static enum MHD_Result serve_index(struct daemon_ctx *ctx, struct MHD_Connection
         html_escape(alloc, sizeof(alloc), info[i].allocator);
         html_escape(note, sizeof(note), info[i].sampler_note);
         holders_describe(&info[i].holders, now, held, sizeof(held));
-        uint64_t end = holders_until(&info[i].holders, now);
-        if (end == HOLD_FOREVER)
+        double left = holders_seconds_left(&info[i].holders, now);
+        if (isinf(left))
             snprintf(until, sizeof(until), "when it exits");
         else
-            snprintf(until, sizeof(until), "%.0f s", end > now ? (end - now) / 1e9 : 0.0);
+            snprintf(until, sizeof(until), "%.0f s", left);
         probe_cost_describe(info[i].probe_hits, info[i].ns_per_hit, info[i].cpu_ns, cost,
                             sizeof(cost));
         int len = snprintf(row, sizeof(row),

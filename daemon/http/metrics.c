@@ -4,6 +4,7 @@
 #include "metrics.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -75,10 +76,10 @@ static int value_added_cpu(struct pprof_buf *out, const struct target_row *r)
 
 static int value_detach_in(struct pprof_buf *out, const struct target_row *r)
 {
-    uint64_t until = holders_until(&r->info->holders, r->now);
-    if (until == HOLD_FOREVER)
+    double left = holders_seconds_left(&r->info->holders, r->now);
+    if (isinf(left))
         return pprof_buf_printf(out, " +Inf\n");
-    return pprof_buf_printf(out, " %.3f\n", until > r->now ? (until - r->now) / 1e9 : 0.0);
+    return pprof_buf_printf(out, " %.3f\n", left);
 }
 
 static int value_forks_unprofiled(struct pprof_buf *out, const struct target_row *r)

@@ -8,6 +8,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -72,12 +73,11 @@ static int put_holders(struct pprof_buf *b, const struct holders *h, uint64_t no
         e = pprof_buf_printf(b, "%s\"%s\"", first ? "" : ", ", hold_kind_name((enum hold_kind)k));
         first = 0;
     }
-    uint64_t until = holders_until(h, now);
-    if (e == 0 && until == HOLD_FOREVER)
+    double left = holders_seconds_left(h, now);
+    if (e == 0 && isinf(left))
         e = pprof_buf_printf(b, "], \"detach_in_seconds\": null");
     else if (e == 0)
-        e = pprof_buf_printf(b, "], \"detach_in_seconds\": %.3f",
-                             until > now ? (double)(until - now) / 1e9 : 0.0);
+        e = pprof_buf_printf(b, "], \"detach_in_seconds\": %.3f", left);
     return e;
 }
 

@@ -3,6 +3,7 @@
  * which hold is in force when, when a target is let go, what a child
  * inherits, and what the index and /metrics are told.
  */
+#include <math.h>
 #include <string.h>
 
 #include "check.h"
@@ -129,6 +130,19 @@ static void a_description_that_does_not_fit_is_cut_and_says_its_length(void)
     CHECK_STR_EQ(hold_kind_name(HOLD_KINDS), "?");
 }
 
+static void seconds_left_are_infinite_without_an_end_and_never_negative(void)
+{
+    struct holders h = {{0}, {0}};
+    CHECK(holders_seconds_left(&h, 5 * S) == 0.0);
+    holders_add(&h, HOLD_REQUEST, 160 * S);
+    CHECK(holders_seconds_left(&h, 150 * S) == 10.0);
+    struct holders w = {{0}, {0}};
+    holders_add(&w, HOLD_WINDOW, 10 * S); /* held past its end until dropped */
+    CHECK(holders_seconds_left(&w, 40 * S) == 0.0);
+    holders_add(&h, HOLD_RULE, HOLD_FOREVER);
+    CHECK(isinf(holders_seconds_left(&h, 150 * S)));
+}
+
 int main(void)
 {
     RUN_TEST(nothing_holds_an_empty_set);
@@ -140,5 +154,6 @@ int main(void)
     RUN_TEST(an_exec_drops_a_fork_hold);
     RUN_TEST(merging_keeps_every_hold_and_the_later_ends);
     RUN_TEST(a_description_that_does_not_fit_is_cut_and_says_its_length);
+    RUN_TEST(seconds_left_are_infinite_without_an_end_and_never_negative);
     return check_exit_code();
 }
