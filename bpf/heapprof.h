@@ -31,6 +31,16 @@ enum hp_kind {
     HP_KIND_COUNT,
 };
 
+/* Whether a call into `kind` continues a call into `prev` that jumped to
+ * it (glibc's realloc(NULL, n) jumps to malloc, reallocarray to realloc),
+ * and so is counted once, at the first: the BPF programs and the
+ * in-process sampler must agree on it. */
+static inline int hp_forwards(__u32 prev, __u32 kind)
+{
+    return (prev == HP_REALLOC && kind == HP_MALLOC) ||
+           (prev == HP_REALLOCARRAY && (kind == HP_REALLOC || kind == HP_MALLOC));
+}
+
 /* Per-CPU error and event counters (index into the `stats` map). */
 enum hp_stat {
     HP_STAT_SAMPLES = 0,       /* sampled allocations recorded */

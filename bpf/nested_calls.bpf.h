@@ -17,14 +17,6 @@
 #include "heapprof_maps.bpf.h"
 #include "hidden_returns.bpf.h"
 
-/* Whether the call into `kind` continues a call into `prev` that jumped to
- * it (glibc's realloc(NULL, n) jumps to malloc, reallocarray to realloc). */
-static __always_inline bool forwards(__u32 prev, __u32 kind)
-{
-    return (prev == HP_REALLOC && kind == HP_MALLOC) ||
-           (prev == HP_REALLOCARRAY && (kind == HP_REALLOC || kind == HP_MALLOC));
-}
-
 /* Whether a function of this kind may call another probed one inside it
  * (glibc's realloc calls malloc and free, and jumps to malloc for
  * realloc(NULL, n); reallocarray jumps to realloc). malloc and free do not. */
@@ -85,7 +77,7 @@ static __always_inline struct thread_call *thread_call_of(__u64 pid_tgid)
 static __always_inline bool continues_call(struct thread_call *tc, __u64 pid_tgid, __u64 sp,
                                            __u64 ret, __u32 kind)
 {
-    if (!tc || tc->pid_tgid != pid_tgid || tc->sp != sp || !forwards(tc->kind, kind))
+    if (!tc || tc->pid_tgid != pid_tgid || tc->sp != sp || !hp_forwards(tc->kind, kind))
         return false;
     if (tc->ret != ret && !is_uretprobe_trampoline(ret))
         return false;

@@ -104,13 +104,6 @@ static __attribute__((noinline)) int countdown_expired(struct slot *s, u64 size)
     return 1;
 }
 
-/* Whether the call of `kind` continues a call that jumped to it. */
-static __always_inline int forwards(u32 prev, u32 kind)
-{
-    return (prev == HP_REALLOC && kind == HP_MALLOC) ||
-           (prev == HP_REALLOCARRAY && (kind == HP_REALLOC || kind == HP_MALLOC));
-}
-
 /* Decides whether this call of `kind` for `size` bytes is sampled: not
  * nested, not the continuation of a call already counted, and the
  * countdown ran out. */
@@ -120,7 +113,7 @@ static __always_inline int decide(u32 kind, u64 size, u64 ret, u64 sp)
         return 0;
     struct slot *s = my_slot();
     if (unlikely(s->fwd_sp)) {
-        if (s->fwd_sp == sp && s->fwd_ret == ret && forwards(s->fwd_kind, kind)) {
+        if (s->fwd_sp == sp && s->fwd_ret == ret && hp_forwards(s->fwd_kind, kind)) {
             s->fwd_kind = kind; /* the chain may go on */
             return 0;
         }
