@@ -29,6 +29,7 @@
 #include "profile_request.h"
 #include "query.h"
 #include "targets_json.h"
+#include "visible_targets.h"
 #include "web_assets.h"
 
 /* One listening socket and how its callers are identified. */
@@ -228,16 +229,12 @@ static enum MHD_Result serve_index(struct daemon_ctx *ctx, struct MHD_Connection
                                "<th>sampler</th><th>held by</th><th>detached in</th><th>cost</th>"
                                "<th>profiles</th></tr>\n";
     int e = pprof_buf_append(&b, head, sizeof(head) - 1);
-    size_t n = 0;
-    struct target_info *info = NULL;
-    if (ctx->targets) {
-        info = calloc(HP_MAX_TARGETS, sizeof(*info));
-        n = info ? targets_list(ctx->targets, info, HP_MAX_TARGETS) : 0;
-    }
+    struct visible_targets v = {0};
+    if (e == 0)
+        e = visible_targets_get(ctx, who, false, &v);
+    const struct target_info *info = v.info;
     uint64_t now = monotonic_ns();
-    for (size_t i = 0; i < n && i < HP_MAX_TARGETS && e == 0; i++) {
-        if (access_may_profile(who, info[i].pid) != 0)
-            continue;
+    for (size_t i = 0; i < v.n && e == 0; i++) {
         char row[2048], comm[80], alloc[600], held[64], until[32], cost[256], note[600];
         html_escape(comm, sizeof(comm), info[i].comm);
         html_escape(alloc, sizeof(alloc), info[i].allocator);
@@ -261,7 +258,7 @@ static enum MHD_Result serve_index(struct daemon_ctx *ctx, struct MHD_Connection
                            cost, (int)info[i].pid, (int)info[i].pid, (int)info[i].pid);
         e = pprof_buf_append(&b, row, len < (int)sizeof(row) ? (size_t)len : sizeof(row) - 1);
     }
-    free(info);
+    visible_targets_free(&v);
     static const char tail[] = "</table></body></html>\n";
     if (e == 0)
         e = pprof_buf_append(&b, tail, sizeof(tail) - 1);

@@ -12,6 +12,7 @@
 #include "clock.h"
 #include "hp_limits.h"
 #include "probe_cost.h"
+#include "visible_targets.h"
 
 /* One metric with its HELP and TYPE lines. */
 static int emit_metric(struct pprof_buf *out, const char *name, const char *type, const char *help,
@@ -148,22 +149,10 @@ static const struct {
 static int write_target_metrics(struct daemon_ctx *ctx, const struct caller *who,
                                 struct pprof_buf *out)
 {
-    struct target_info *info = calloc(HP_MAX_TARGETS, sizeof(*info));
-    uint32_t *tgids = calloc(HP_MAX_TARGETS, sizeof(*tgids));
-    struct hp_counts *totals = calloc(HP_MAX_TARGETS, sizeof(*totals));
-    int e = info && tgids && totals ? 0 : -ENOMEM;
-    size_t n = e ? 0 : targets_list(ctx->targets, info, HP_MAX_TARGETS);
-    if (n > HP_MAX_TARGETS)
-        n = HP_MAX_TARGETS;
-    size_t k = 0;
-    for (size_t i = 0; i < n; i++)
-        if (access_may_profile(who, info[i].pid) == 0)
-            info[k++] = info[i];
-    n = k;
-    for (size_t i = 0; i < n; i++)
-        tgids[i] = (uint32_t)info[i].pid;
-    if (e == 0)
-        e = bpf_state_process_totals(ctx->bpf, tgids, n, totals);
+    struct visible_targets v;
+    int e = visible_targets_get(ctx, who, true, &v);
+    const struct target_info *info = v.info;
+    size_t n = v.n;
     uint64_t now = monotonic_ns();
     size_t nfam = sizeof(target_families) / sizeof(target_families[0]);
     for (size_t f = 0; f < nfam && e == 0; f++) {
@@ -174,7 +163,7 @@ static int write_target_metrics(struct daemon_ctx *ctx, const struct caller *who
             char comm[64], labels[96];
             label_escape(comm, sizeof(comm), info[i].comm);
             snprintf(labels, sizeof(labels), "pid=\"%d\",comm=\"%s\"", (int)info[i].pid, comm);
-            struct target_row r = {.info = &info[i], .totals = &totals[i], .now = now};
+            struct target_row r = {.info = &info[i], .totals = &v.totals[i], .now = now};
             if (target_families[f].lines) {
                 e = target_families[f].lines(out, target_families[f].name, labels, &r);
                 continue;
@@ -184,9 +173,7 @@ static int write_target_metrics(struct daemon_ctx *ctx, const struct caller *who
                 e = target_families[f].value(out, &r);
         }
     }
-    free(info);
-    free(tgids);
-    free(totals);
+    visible_targets_free(&v);
     return e;
 }
 

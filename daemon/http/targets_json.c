@@ -16,6 +16,7 @@
 #include "clock.h"
 #include "hp_limits.h"
 #include "probe_cost.h"
+#include "visible_targets.h"
 
 /* The length of the valid UTF-8 sequence at `s` (1..4), or 0 if it is not one. */
 static size_t utf8_sequence(const unsigned char *s)
@@ -134,29 +135,15 @@ static int put_target(struct pprof_buf *b, const struct target_info *t,
 
 int targets_json_write(struct daemon_ctx *ctx, const struct caller *who, struct pprof_buf *out)
 {
-    struct target_info *info = calloc(HP_MAX_TARGETS, sizeof(*info));
-    uint32_t *tgids = calloc(HP_MAX_TARGETS, sizeof(*tgids));
-    struct hp_counts *totals = calloc(HP_MAX_TARGETS, sizeof(*totals));
-    int e = info && tgids && totals ? 0 : -ENOMEM;
-    size_t n = 0;
-    if (e == 0 && ctx->targets) {
-        size_t all = targets_list(ctx->targets, info, HP_MAX_TARGETS);
-        for (size_t i = 0; i < all && i < HP_MAX_TARGETS; i++)
-            if (access_may_profile(who, info[i].pid) == 0)
-                info[n++] = info[i];
-        for (size_t i = 0; i < n; i++)
-            tgids[i] = (uint32_t)info[i].pid;
-        e = bpf_state_process_totals(ctx->bpf, tgids, n, totals);
-    }
+    struct visible_targets v;
+    int e = visible_targets_get(ctx, who, true, &v);
     uint64_t now = monotonic_ns();
     if (e == 0)
         e = pprof_buf_printf(out, "{\"targets\": [");
-    for (size_t i = 0; i < n && e == 0; i++)
-        e = put_target(out, &info[i], &totals[i], now, i == 0);
+    for (size_t i = 0; i < v.n && e == 0; i++)
+        e = put_target(out, &v.info[i], &v.totals[i], now, i == 0);
     if (e == 0)
-        e = pprof_buf_printf(out, "%s]}\n", n ? "\n" : "");
-    free(info);
-    free(tgids);
-    free(totals);
+        e = pprof_buf_printf(out, "%s]}\n", v.n ? "\n" : "");
+    visible_targets_free(&v);
     return e;
 }

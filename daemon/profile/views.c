@@ -14,6 +14,7 @@
 #include "heap_profile.h"
 #include "probe_cost.h"
 #include "targets.h"
+#include "visible_targets.h"
 
 /* One process's counts being gathered. */
 struct gathered {
@@ -71,19 +72,16 @@ static size_t choose(struct daemon_ctx *ctx, const struct profile_query *q,
         g[0].pid = q->pid;
         return 1;
     }
-    struct target_info *info = calloc(HP_MAX_TARGETS, sizeof(*info));
-    if (!info)
+    struct visible_targets v;
+    if (visible_targets_get(ctx, who, false, &v) != 0)
         return 0;
-    size_t n = targets_list(ctx->targets, info, HP_MAX_TARGETS), k = 0;
-    for (size_t i = 0; i < n && i < HP_MAX_TARGETS; i++) {
-        if (access_may_profile(who, info[i].pid) != 0)
-            continue;
-        g[k].pid = info[i].pid;
-        memcpy(g[k].comm, info[i].comm, sizeof(g[k].comm));
-        k++;
+    for (size_t i = 0; i < v.n; i++) {
+        g[i].pid = v.info[i].pid;
+        memcpy(g[i].comm, v.info[i].comm, sizeof(g[i].comm));
     }
-    free(info);
-    return k;
+    size_t n = v.n;
+    visible_targets_free(&v);
+    return n;
 }
 
 /* The comments on what heapprofd did to the process: its cost, and how
