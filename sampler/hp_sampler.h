@@ -61,9 +61,6 @@ struct hp_sampler_config {
  * trampoline slot that runs its displaced first instructions and jumps
  * back, "hp_tramp_NAME" (HP_TRAMP_SIZE bytes of int3 until written). */
 #define HP_SAMPLER_CONFIG_SYM "hp_sampler_config"
-#define HP_SAMPLER_SLOTS_SYM "hp_sampler_slots"
-#define HP_SAMPLER_FILTER_SYM "hp_sampler_filter"
-#define HP_SAMPLER_COUNTS_SYM "hp_sampler_filter_counts"
 #define HP_REPORT_ALLOC_SYM "hp_report_alloc"
 #define HP_REPORT_FREE_SYM "hp_report_free"
 #define HP_WRAP_PREFIX "hp_wrap_"
