@@ -13,7 +13,7 @@
  *   entry         malloc entry + free entry (no return probe)
  *   malloc-entry  malloc entry only
  *   free-entry    free entry only
- *   emulated      issue 4's floor: malloc entry + free at the site
+ *   emulated      the floor: malloc entry + free at the site
  *                 probe_site_choose() picks (past its NULL test, on an
  *                 instruction the kernel emulates), both in ONE uprobe_multi
  *                 link created with the bpf() syscall (daemon/bpfstate/uprobe_link.c),

@@ -8,13 +8,13 @@ how long it stops a process.
    attached (default sample interval, attached with GET /debug/pprof/heap
    before the benchmark starts); a fresh redis per run, the three
    configurations interleaved, --repeats times; medians of SET and GET
-   requests per second and their ratio to bare (issue 14's goal: >= 0.93
-   with the in-process sampler).
+   requests per second and their ratio to bare (the goal: >= 0.93 with the
+   in-process sampler).
 2. The time a process is stopped when the in-process sampler is put in
    and taken out (tests/integration/inject_cycles, the daemon's injection
    library without BPF): 16 threads sleeping, and 16 threads allocating
    flat out (tests/workloads/stress.c); median and worst of --cycles
-   (issue 14's goal: < 10 ms for 16 threads). On a machine with fewer cores
+   (the goal: < 10 ms for 16 threads). On a machine with fewer cores
    than busy threads the stop waits for each thread to be scheduled.
 
 Python 3 standard library only.

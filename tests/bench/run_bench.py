@@ -10,7 +10,7 @@ configurations:
   floor-emulated     do-nothing entry probes on malloc's entry and on free
                      past its NULL test, on instructions the kernel emulates,
                      in one uprobe_multi link (floor_probes --layout
-                     emulated): issue 4's floor, the least any uprobe
+                     emulated): the floor, the least any uprobe
                      profiler that sees every malloc and free can cost;
   heapprofd          heapprofd at its default sample interval and probe
                      layout (auto: uprobe sessions on 6.13+), attached with
@@ -41,9 +41,9 @@ time (--clock wall uses wall time instead).
 Each configuration runs --repeats times, interleaved (bare, floor-classic,
 ..., bare, ...) so that drift in the machine hits all of them alike, and the
 table shows medians: ns per pair, ns added to bare, the ratio to bare,
-the added cost as a multiple of floor-emulated's added cost (issue 4's
-target for heapprofd: <= 1.15) and floor-classic's added cost as a multiple
-of it (target for heapprofd: >= 8).
+the added cost as a multiple of floor-emulated's added cost (heapprofd's
+target: <= 1.15) and floor-classic's added cost as a multiple of it
+(heapprofd's target: >= 8).
 
 Every heapprofd run also yields attach and detach times of one process
 whose whole allocator is probed: the wall time of the first GET, the
@@ -102,8 +102,8 @@ RUN_TIMEOUT = 600
 # second), then takes the probes off: a session or multi layout closes a
 # link or two (milliseconds); the classic layout closes one perf-event
 # uprobe per probed function, one after the other, each waiting for the
-# kernel's grace period: about 2 s here on an idle machine, more than 5 s
-# (the old single timeout) with 24 CPU-bound processes beside it. These are
+# kernel's grace period: about 2 s on an idle 2-vCPU VM, more than 5 s
+# with 24 CPU-bound processes beside it. These are
 # deadlines for a detach that never ends, not measurements (the attach and
 # detach table has those); a daemon that ends while it detaches fails the
 # run at once, as any crash does.
@@ -113,7 +113,10 @@ DETACH_TIMEOUTS = {"session": 10, "multi": 10, "classic": 60}
 DEFAULT_SIZE = 64
 # A sample interval no allocation of the workload ever reaches in a run.
 NEVER_SAMPLE = 1 << 32
-# Issue 4's targets for heapprofd's added cost per pair.
+# heapprofd's targets for its added cost per pair: within 1.15x of the
+# floor's (the unsampled path must cost next to nothing beyond the trap),
+# and at least 8x below floor-classic's (the point of the emulated sites
+# and of skipping the return probe for unsampled calls).
 TARGET_VS_EMULATED = 1.15
 TARGET_CLASSIC_VS = 8.0
 
@@ -146,7 +149,8 @@ DAEMONS = {
     "inprocess": ["--sampler", "inprocess"],
     "inprocess-every": ["--sampler", "inprocess", "--sample-interval", "1"],
 }
-# Issue 14's target for the in-process sampler: ns added per pair at most.
+# The in-process sampler's target: ns added per pair at most (a few ns of
+# its own per call; only sampled calls may reach the kernel).
 TARGET_INPROCESS_NS = 25.0
 
 
@@ -166,8 +170,8 @@ def parse_args():
     p.add_argument("--bench", required=True, help="path of malloc_bench")
     p.add_argument("--floor", required=True, help="path of floor_probes")
     p.add_argument("--heapprofd", help="path of heapprofd (omit to skip its configurations)")
-    # Emulated entry probes cost ~1-1.5 us a pair here: 500k pairs take
-    # ~0.5-0.8 s a run.
+    # Emulated entry probes cost ~1-1.5 us a pair on a 2-vCPU VM: 500k pairs
+    # take ~0.5-0.8 s a run.
     p.add_argument("--iterations", type=int, default=500_000,
                    help="pairs per thread under probes on emulated instructions (every "
                         "configuration but bare and floor-classic) (default 500000)")
@@ -462,8 +466,8 @@ def stopped_on_request(daemon):
 
 def run_retrying(args, config, threads, iterations, daemons, timings, stats, info):
     """run_once, but in a full run a daemon that something outside stopped
-    (SIGTERM, seen on shared machines) is restarted and the run repeated,
-    twice at most. A daemon that crashed, or any that ended during --quick
+    (SIGTERM: on a shared machine other jobs may send it) is restarted and
+    the run repeated, twice at most. A daemon that crashed, or any that ended during --quick
     (the bench.smoke test), is a failure: restarting would hide the crash."""
     key = CONFIGS[config][1]
     for attempt in range(3):
@@ -520,7 +524,7 @@ def print_table(configs, thread_counts, medians, spreads):
 
 
 def print_targets(thread_counts, medians, layout):
-    """Issue 4's two targets for heapprofd, met or not, per thread count."""
+    """heapprofd's two targets for its added cost, met or not, per thread count."""
     print()
     for threads in thread_counts:
         bare = medians[("bare", threads)]

@@ -1,7 +1,8 @@
 /*
  * unwind_table_bench.c - how long building an unwind table takes and how big
- * it is (daemon/unwind/unwind_table.c), for the issue's figures: rows, bytes, and
- * rows per MiB of executable code (the sum of the executable PT_LOADs).
+ * it is (daemon/unwind/unwind_table.c): rows, bytes, and rows per MiB of
+ * executable code (the sum of the executable PT_LOADs), the figures that size
+ * the unwind row map in bpf/hp_limits.h.
  *
  *   build/tests/bench/unwind_table_bench [FILE...]
  *
