@@ -50,9 +50,11 @@ int proc_exe_identity(pid_t pid, dev_t *dev, ino_t *ino);
 bool proc_is_same_process(pid_t pid, uint64_t start_time, uint32_t exe_ino);
 
 /*
- * "/proc/PID/map_files/START-END": opens the very file mapped at [start,
- * end) of the process, even one deleted, replaced or in another mount
- * namespace (needs CAP_SYS_ADMIN). -ENAMETOOLONG if `len` is too small.
+ * Writes the path "/proc/PID/map_files/START-END" into `buf`: opening it
+ * opens the very file mapped at [start, end) of the process, even one
+ * deleted, replaced or in another mount namespace (the open needs
+ * CAP_CHECKPOINT_RESTORE or CAP_SYS_ADMIN). -ENAMETOOLONG if `len` is too
+ * small.
  */
 int proc_map_file_path(pid_t pid, uint64_t start, uint64_t end, char *buf, size_t len);
 
