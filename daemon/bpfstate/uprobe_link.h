@@ -30,7 +30,7 @@ int uprobe_link_create(int prog_fd, uint32_t attach_type, const char *path,
                        const uint64_t *offsets, const uint64_t *cookies, uint32_t cnt,
                        uint32_t flags, pid_t pid);
 
-/* 0 if a link of `attach_type` can be made here, else the -errno of the
+/* 0 if a link of `attach_type` can be made on this kernel, else the -errno of the
  * try: one on a function of this very process. `prog_fd` must be loaded
  * for that attach type. */
 int uprobe_link_supported(int prog_fd, uint32_t attach_type);

@@ -34,8 +34,9 @@
 #define UNWIND_MAX_FILES 4096
 
 /* How long a table no process uses is kept: building libc's takes ~5-30 ms
- * here (tests/bench/unwind_table_bench), which an exec-time attach would
- * otherwise pay at every start of a program that runs often. */
+ * on a busy 2-vCPU VM (tests/bench/unwind_table_bench times it), which an
+ * exec-time attach would otherwise pay at every start of a program that
+ * runs often. */
 #define UNWIND_KEEP_UNUSED_NS (60 * 1000000000ull)
 
 struct unwind_file;
