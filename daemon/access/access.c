@@ -198,7 +198,8 @@ int access_ids_allow(const struct caller *c, const unsigned uids[3], const unsig
     for (int i = 0; i < 3; i++)
         if (uids[i] != c->uid)
             return -EACCES;
-    /* One group, that the caller belongs to: not a setgid program's. */
+    /* The real, effective and saved gids must be one group, and one the
+     * caller belongs to: a setgid program runs with a group not its user's. */
     if (gids[1] != gids[0] || gids[2] != gids[0])
         return -EACCES;
     for (size_t i = 0; i < c->ngids; i++)
@@ -209,8 +210,9 @@ int access_ids_allow(const struct caller *c, const unsigned uids[3], const unsig
 
 int access_may_profile(const struct caller *c, pid_t pid)
 {
-    /* Not even /proc for a trusted caller: what it sees (a process that
-     * exited and is not detached yet, say) stays what root always saw. */
+    /* A trusted caller is not checked against /proc at all, so that what it
+     * sees (a process that exited and is not detached yet, say) stays what
+     * root always saw. */
     if (c->trusted)
         return 0;
     unsigned uids[3], gids[3];
