@@ -5,9 +5,10 @@
  * arguments, parameter lists, return types or trait qualifications, which
  * pprof's views would otherwise cut into pieces:
  *
- *   void std::vector<long, A<long> >::_M_realloc_insert<long>(...)  ->
- * std::vector::_M_realloc_insert <core::result::Result<T, E> as core::ops::FnOnce<A>>::call_once ->
- * core::result::Result::call_once
+ *   void std::vector<long, A<long> >::_M_realloc_insert<long>(...)
+ *     becomes std::vector::_M_realloc_insert;
+ *   <core::result::Result<T, E> as core::ops::FnOnce<A>>::call_once
+ *     becomes core::result::Result::call_once.
  *
  * Both are pure functions of their input: no state, safe from any thread.
  */

@@ -184,11 +184,12 @@ static int stat_path(const char *path, struct stat *st)
 
 /*
  * A path that opens the file of mapping `m`, and the file's identity: its
- * map_files link; else (map_files needs CAP_SYS_ADMIN) the path inside the
- * process's root; else, for a process that has exited (its last profile is
- * being kept), the path in our namespace if it is still the very file
- * mapped. When none works, the first error that says more than "not
- * there" (EACCES, ENAMETOOLONG, ...), else -ENOENT.
+ * map_files link; else (map_files needs CAP_CHECKPOINT_RESTORE or
+ * CAP_SYS_ADMIN) the path inside the process's root; else, for a process
+ * that has exited (its last profile is being kept), the path in our
+ * namespace if it is still the very file mapped. When none works, the
+ * first error that says more than "not there" (EACCES, ENAMETOOLONG, ...),
+ * else -ENOENT.
  */
 static int locate(pid_t pid, const struct proc_mapping *m, char *path, size_t len,
                   struct file_id *id)
