@@ -3,10 +3,11 @@
  * profiled, kept for a while so that a scrape that comes just after the
  * exit (or a person who asks why a process grew before it died) still gets
  * it; and of each process let go because nothing held it any more
- * (--idle-detach), which the next request for it gets. Entries are kept EXITED_KEEP_SECONDS, at most EXITED_MAX of them (the
- * oldest go first); each holds the encoded forms, tens of KiB, and the
- * profile itself, from which the top table and collapsed stacks are made
- * on request (a few times the size of its encoding).
+ * (--idle-detach), which the next request for it gets. Entries are kept
+ * EXITED_KEEP_SECONDS, at most EXITED_MAX of them (the oldest go first);
+ * each holds the encoded forms, tens of KiB, and the profile itself, from
+ * which the top table and collapsed stacks are made on request (a few
+ * times the size of its encoding).
  *
  * Thread-safe: one lock.
  */

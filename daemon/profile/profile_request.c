@@ -125,9 +125,10 @@ static int answer_built(struct daemon_ctx *ctx, const struct profile_query *q, i
 }
 
 /* Attaches every process in `procs` for `who` (for the window of a delta
- * profile, or as a request holds a pid), keeping in place those
- * attached (their count is returned); each one that could not be is said
- * in a comment line of `notes`, and the first such error is in *first. */
+ * profile, or as a request holds a pid) and moves those attached to the
+ * front of `procs`, returning their count. Each process that could not be
+ * attached gets a comment line in `notes`, and the first such error is in
+ * *first. */
 static size_t attach_selected(struct daemon_ctx *ctx, const struct profile_query *q,
                               const struct caller *who, struct process_found *procs, size_t n, struct pprof_buf *notes,
                               int *first, char *err, size_t errlen)
