@@ -5,8 +5,8 @@
  * and the ways out of it: profile.proto (hand-written protobuf, see
  * https://github.com/google/pprof/blob/main/proto/profile.proto), gzip of
  * any buffer, Go's legacy `debug=1` heap text, a top table and collapsed
- * stacks. Nothing here knows about
- * BPF, processes or HTTP, so the encoder can be tested on its own.
+ * stacks. Nothing here knows about BPF, processes or HTTP, so the encoder
+ * can be tested on its own.
  *
  * Ownership: a `struct pprof_profile` owns every string and array it was
  * given (they are copied in). A `struct pprof_buf` owns its `data`; free it

@@ -101,8 +101,8 @@ static int read_fixed(struct reader *r, size_t n, uint64_t *out)
     return 0;
 }
 
-/* Reads the next field's key and value; groups (deprecated, unused by profile.proto) are -EINVAL.
- */
+/* Reads the next field's key and value; groups (deprecated, unused by
+ * profile.proto) are -EINVAL. */
 static int read_field(struct reader *r, struct field *f)
 {
     uint64_t key, len;

@@ -7,10 +7,10 @@
  * It follows pprof's report package where a reader would notice: functions
  * are told apart by name alone (pprof's default "functions" granularity),
  * inlined calls are functions of their own (marked "(inline)", or
- * "(partial-inline)" where only some callers inline them), frames without a function are
- * grouped per object file as "[libc.so.6]", rows are sorted by flat
- * (largest first), then name, then cum; one unit is chosen for the whole
- * table from its smallest non-zero and its total value (pprof's
+ * "(partial-inline)" where only some callers inline them), frames without
+ * a function are grouped per object file as "[libc.so.6]", rows are sorted
+ * by flat (largest first), then name, then cum; one unit is chosen for the
+ * whole table from its smallest non-zero and its total value (pprof's
  * `-unit=minimum`), values print with two decimals and ".00" trimmed, and
  * percentages as pprof's measurement.Percentage does. Samples whose value
  * is zero are left out, as pprof leaves them out of its graph. Units other
