@@ -1,8 +1,13 @@
 /*
- * hp_sampler.h - the contract between the in-process sampler (sampler.c,
+ * hp_sampler.h - the contract between the in-process sampler (sampler/,
  * injected into a profiled process) and the daemon that injects it
- * (daemon/inject/): the layout of the sampler's configuration block, the
- * names of its symbols, and the version both must agree on.
+ * (daemon/inject/): the entry points it interposes on, the layout of its
+ * configuration and of what its installer reports, and the names of the
+ * symbols the daemon looks up.
+ *
+ * The sampler interposes through relocation slots: the GOT and data slots
+ * that bind each loaded module to an allocator entry point are pointed at
+ * its wrappers, and no byte of code is ever written.
  *
  * Plain fixed-width types only: the sampler is built without libc.
  */
@@ -15,10 +20,10 @@
 #include "sampling_math.h"
 
 /* "hpsampl" and a version: a restarted daemon adopts a sampler only of the
- * layout it knows, and patches a process only with its own. Bump the
- * version whenever struct hp_sampler_config or a symbol's meaning changes. */
+ * layout it knows and of its own build (hp_sampler_build_id). Bump the
+ * version whenever a struct below or a symbol's meaning changes. */
 #define HP_SAMPLER_MAGIC 0x6c706d6173706800ULL
-#define HP_SAMPLER_VERSION 1
+#define HP_SAMPLER_VERSION 2
 
 /* The name of the memfd the sampler is mapped from: /proc/PID/maps shows
  * "/memfd:heapprofd-sampler (deleted)", which is how a restarted daemon
@@ -28,20 +33,51 @@
 /* Threads share countdown slots found by a hash of their thread pointer:
  * 1024 slots of one cache line each (64 KiB). Two threads in one slot only
  * share a countdown, which stays unbiased (waits are memoryless). */
-#define HP_SAMPLER_SLOTS 1024
+#define HP_SAMPLER_SLOTS_LOG2 10
+#define HP_SAMPLER_SLOTS (1 << HP_SAMPLER_SLOTS_LOG2)
 
 /* The filter of sampled pointers still alive: 8192 buckets of 8 pointers
  * (one cache line each, 512 KiB), and a byte per bucket saying how many it
  * holds (8 KiB, small enough to stay in cache, so that freeing an unsampled
  * pointer costs one load). At the default interval a process has about one
  * live sample per 512 KiB of heap: 16 GiB of heap fill a quarter of it. */
-#define HP_FILTER_BUCKETS 8192
+#define HP_FILTER_BUCKETS_LOG2 13
+#define HP_FILTER_BUCKETS (1 << HP_FILTER_BUCKETS_LOG2)
 #define HP_FILTER_WAYS 8
 /* A bucket that overflowed: every free hashing to it is reported (the BPF
  * side looks the pointer up), so nothing is missed, only slower. */
 #define HP_FILTER_SATURATED 0xff
 
-/* What the daemon writes into the sampler before it patches any entry. */
+/* The functions whose slots the sampler takes, in this order. The names
+ * are in sampler/slots.c; the daemon resolves each one's address (the
+ * function the process's calls bind to) into hp_sampler_config.orig. */
+enum hp_entry {
+    HP_E_MALLOC = 0,
+    HP_E_CALLOC,
+    HP_E_REALLOC,
+    HP_E_REALLOCARRAY,
+    HP_E_POSIX_MEMALIGN,
+    HP_E_ALIGNED_ALLOC,
+    HP_E_MEMALIGN,
+    HP_E_VALLOC,
+    HP_E_PVALLOC,
+    HP_E_FREE,
+    HP_E_FREE_SIZED,
+    HP_E_FREE_ALIGNED_SIZED,
+    HP_E_DLOPEN,  /* modules loaded later get their slots as they load */
+    HP_E_DLMOPEN,
+    HP_ENTRY_COUNT,
+};
+
+/* The second argument of hp_report_free: why the pointer is reported. */
+enum hp_free_reason {
+    HP_FREED = 0,         /* a wrapper of free or realloc freed it */
+    HP_FREED_UNSEEN = 1,  /* an allocation returned it while it was still a live sample: its
+                           * free went through no slot (a pointer to free kept from before
+                           * the attach) */
+};
+
+/* What the daemon writes into the sampler before any slot points at it. */
 struct hp_sampler_config {
     __u64 magic;          /* HP_SAMPLER_MAGIC once configured */
     __u32 version;        /* HP_SAMPLER_VERSION */
@@ -51,20 +87,37 @@ struct hp_sampler_config {
     __u64 alloc_lo, alloc_hi; /* the envelope of the allocator's functions */
     __u32 nranges;
     __u32 pad;
-    __u64 range_lo[HP_MAX_FUNCS]; /* each patched function's code */
+    __u64 range_lo[HP_MAX_FUNCS]; /* each allocator function's code */
     __u64 range_hi[HP_MAX_FUNCS];
+    __u64 orig[HP_ENTRY_COUNT];   /* what each entry's slots bind to; 0: not taken */
+    __u64 dl_iterate_phdr;        /* the loader's walk of its modules, under its lock */
+    __u64 r_debug;                /* the base namespace's module list (struct r_debug) */
     __u32 log2_table[HP_LOG2_TABLE_LEN]; /* as the BPF side's (sampling_math.h) */
 };
 
-/* Symbols of the sampler the daemon looks up by name. For each allocator
- * function NAME: the wrapper its entry jumps to, "hp_wrap_NAME", and the
- * trampoline slot that runs its displaced first instructions and jumps
- * back, "hp_tramp_NAME" (HP_TRAMP_SIZE bytes of int3 until written). */
+/* The last remote call's outcome, written by the installer. */
+struct hp_install_status {
+    __s64 result;         /* slots changed, or -errno */
+    __u32 modules;        /* modules of the base namespace looked at */
+    __u32 slots_taken;    /* slots pointing at a wrapper after an install */
+    __u32 slots_skipped;  /* named slots bound elsewhere (another allocator), left alone */
+    __u32 slots_failed;   /* slots that could not be written (mprotect refused) */
+    __u32 dlopens;        /* modules loaded since the attach whose slots were taken */
+    __u32 dlopen_untaken; /* dlopen calls whose new slots could not be taken */
+};
+
+/* The operations of hp_remote_call (its first argument). */
+#define HP_REMOTE_INSTALL 1   /* point every slot bound to the allocator at a wrapper */
+#define HP_REMOTE_UNINSTALL 2 /* point every slot holding a wrapper back */
+
+/* Symbols of the sampler the daemon looks up by name. */
 #define HP_SAMPLER_CONFIG_SYM "hp_sampler_config"
+#define HP_INSTALL_STATUS_SYM "hp_install_status"
 #define HP_REPORT_ALLOC_SYM "hp_report_alloc"
 #define HP_REPORT_FREE_SYM "hp_report_free"
-#define HP_WRAP_PREFIX "hp_wrap_"
-#define HP_TRAMP_PREFIX "hp_tramp_"
-#define HP_TRAMP_SIZE 64
+#define HP_REMOTE_CALL_SYM "hp_remote_call"
+/* The system call hp_remote_call makes once the operation is done (getpid:
+ * harmless if nobody watches); the daemon waits for its entry stop. */
+#define HP_REMOTE_DONE_SYSCALL 39
 
 #endif

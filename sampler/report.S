@@ -1,24 +1,26 @@
 /*
- * report.S - the sampler's report functions and trampoline slots.
+ * report.S - the sampler's report functions, the daemon's remote call into
+ * it, and the wrappers of dlopen and dlmopen.
  *
- * hp_report_alloc(ptr, size, kind, ret, sp) and hp_report_free(ptr) do
- * nothing: the daemon's uprobes on them read their arguments. Each is a
+ * hp_report_alloc(ptr, size, kind, ret, sp) and hp_report_free(ptr, reason)
+ * do nothing: the daemon's uprobes on them read their arguments. Each is a
  * one-byte nop (which the kernel emulates at the probe, no single step)
  * and a return.
  *
  * Not a 5-byte nop, although Linux 6.18 "optimizes" a uprobe on one into a
  * call to a [uprobes-trampoline] mapping: that mapping is not inherited by
- * fork(), while the call written into the probed page is, so every forked
- * child that reached a report function died of SIGSEGV at the trampoline's
- * address (seen here with tests/workloads/stress.c). A 2-byte function
- * cannot hold that call. The optimization saved about 30 ns of 495 per
- * sampled call here (../shared/design.md); a crash is not worth it.
- *
- * hp_tramp_NAME: HP_TRAMP_SIZE bytes per allocator function, int3 until the
- * daemon writes there the function's first instructions, relocated, and a
- * jump back to the rest of it. Page aligned, in their own page, so that the
- * daemon's writes copy that page only and not the report functions'.
+ * fork(), while the call written into the probed page is, so a forked child
+ * that reached a report function would die of SIGSEGV at the trampoline's
+ * address. A 2-byte function cannot hold that call.
  */
+
+/* Offsets into struct hp_sampler_config of orig[HP_E_DLOPEN] and
+ * orig[HP_E_DLMOPEN]; slots.c asserts them. */
+#define ORIG_DLOPEN 416
+#define ORIG_DLMOPEN 424
+/* HP_REMOTE_DONE_SYSCALL: getpid. */
+#define DONE_SYSCALL 39
+
     .text
     .globl hp_report_alloc
     .hidden hp_report_alloc
@@ -42,27 +44,111 @@ hp_report_free:
     .cfi_endproc
     .size hp_report_free, .-hp_report_free
 
-    .section .text.hp_tramp, "ax", @progbits
-    .p2align 12
-#define TRAMP(name)                     \
-    .globl hp_tramp_##name;             \
-    .hidden hp_tramp_##name;            \
-    .type hp_tramp_##name, @function;   \
-hp_tramp_##name:                        \
-    .fill 64, 1, 0xcc;                  \
-    .size hp_tramp_##name, 64
-    TRAMP(malloc)
-    TRAMP(calloc)
-    TRAMP(realloc)
-    TRAMP(reallocarray)
-    TRAMP(posix_memalign)
-    TRAMP(aligned_alloc)
-    TRAMP(memalign)
-    TRAMP(valloc)
-    TRAMP(pvalloc)
-    TRAMP(free)
-    TRAMP(free_sized)
-    TRAMP(free_aligned_sized)
-    .p2align 12
+/*
+ * hp_remote_call(op): what the daemon runs on one stopped thread. It
+ * points the thread here with the return address of its system call stub
+ * (daemon/inject/remote_stub.h) on the stack: once the operation is done,
+ * the stub's `syscall` runs getpid (the entry stop the daemon waits for)
+ * and then puts back every general register of the thread and returns it
+ * to where it was, so a daemon that dies meanwhile leaves the thread to
+ * carry on. The thread was stopped anywhere, in code that may hold values
+ * in vector registers, and the loader's code called here may use them:
+ * the whole extended state is saved here (XSAVE, every enabled feature)
+ * and restored before returning.
+ */
+    .globl hp_remote_call
+    .hidden hp_remote_call
+    .type hp_remote_call, @function
+    .p2align 4
+hp_remote_call:
+    .cfi_startproc
+    push %rbp
+    .cfi_adjust_cfa_offset 8
+    .cfi_offset %rbp, -16
+    mov %rsp, %rbp
+    .cfi_def_cfa_register %rbp
+    push %rbx
+    push %r12
+    mov %rdi, %r12
+    mov $0xd, %eax          /* CPUID.(0DH, 0).EBX: the XSAVE area's size */
+    xor %ecx, %ecx
+    cpuid
+    mov %ebx, %ecx
+    sub %rcx, %rsp
+    and $-64, %rsp
+    xor %eax, %eax          /* XRSTOR wants a clean header */
+    mov %rax, 512(%rsp)
+    mov %rax, 520(%rsp)
+    mov %rax, 528(%rsp)
+    mov %rax, 536(%rsp)
+    mov %rax, 544(%rsp)
+    mov %rax, 552(%rsp)
+    mov %rax, 560(%rsp)
+    mov %rax, 568(%rsp)
+    mov $-1, %eax
+    mov $-1, %edx
+    xsave (%rsp)
+    mov %r12, %rdi
+    call hp_remote_dispatch
+    mov $-1, %eax
+    mov $-1, %edx
+    xrstor (%rsp)
+    lea -16(%rbp), %rsp
+    pop %r12
+    pop %rbx
+    pop %rbp
+    .cfi_def_cfa %rsp, 8
+    mov $DONE_SYSCALL, %eax
+    ret
+    .cfi_endproc
+    .size hp_remote_call, .-hp_remote_call
+
+/*
+ * The wrapper of dlopen(file, mode) and dlmopen(lmid, file, mode). dlopen
+ * decides the namespace and the RUNPATH it searches by its return address,
+ * so it must see its caller's: it is called with the address of a `ret`
+ * byte in the caller's page as its return address (hp_ret_gadget), and
+ * that `ret` comes back here, to take the slots of what it loaded
+ * (hp_after_dlopen) before returning to the caller. Where no such byte is
+ * found, or the sampler is disabled, the call only forwards.
+ */
+#define WRAP_DLOPEN(name, orig)                  \
+    .globl hp_wrap_##name;                       \
+    .hidden hp_wrap_##name;                      \
+    .type hp_wrap_##name, @function;             \
+    .p2align 4;                                  \
+hp_wrap_##name:                                  \
+    .cfi_startproc;                              \
+    push %rdi;                                   \
+    .cfi_adjust_cfa_offset 8;                    \
+    push %rsi;                                   \
+    .cfi_adjust_cfa_offset 8;                    \
+    push %rdx;                                   \
+    .cfi_adjust_cfa_offset 8;                    \
+    mov 24(%rsp), %rdi;                          \
+    call hp_ret_gadget;                          \
+    pop %rdx;                                    \
+    .cfi_adjust_cfa_offset -8;                   \
+    pop %rsi;                                    \
+    .cfi_adjust_cfa_offset -8;                   \
+    pop %rdi;                                    \
+    .cfi_adjust_cfa_offset -8;                   \
+    test %rax, %rax;                             \
+    jz 1f;                                       \
+    lea 2f(%rip), %r11;                          \
+    push %r11;                                   \
+    push %rax;                                   \
+    jmp *hp_sampler_config+orig(%rip);           \
+2:  push %rax;                                   \
+    mov %rax, %rdi;                              \
+    call hp_after_dlopen;                        \
+    pop %rax;                                    \
+    ret;                                         \
+1:  jmp *hp_sampler_config+orig(%rip);           \
+    .cfi_endproc;                                \
+    .size hp_wrap_##name, .-hp_wrap_##name
+
+    WRAP_DLOPEN(dlopen, ORIG_DLOPEN)
+    WRAP_DLOPEN(dlmopen, ORIG_DLMOPEN)
 
     .section .note.GNU-stack, "", @progbits

@@ -1,17 +1,17 @@
 /*
- * sampler.c - the in-process sampler: wrappers that the patched entries of
- * a process's allocator functions jump to. They run the Poisson byte
- * countdown of bpf/heapprof.bpf.c inside the process, so that only sampled
- * allocations, and frees of sampled pointers, call a report function
- * (report.S) that carries a uprobe; every other call costs a few ns more
- * than the allocator itself.
+ * sampler.c - the in-process sampler: wrappers that the relocation slots of
+ * a process's allocator functions point at (slots.c takes them). They run
+ * the Poisson byte countdown of bpf/heapprof.bpf.c inside the process, so
+ * that only sampled allocations, and frees of sampled pointers, call a
+ * report function (report.S) that carries a uprobe; every other call costs
+ * a few ns more than the allocator itself.
  *
  * Built without libc, position independent, with -ffixed-rbp so that %rbp
  * at a report function is still the allocator's caller's (the BPF unwinder
- * starts from it) and with .eh_frame. It must never fault or block: no
- * system call, no lock, no allocation. The daemon writes hp_sampler_config
- * and the trampolines (report.S) while every thread is stopped, before any
- * entry jumps here.
+ * starts from it) and with .eh_frame. A wrapper must never fault or block:
+ * no system call, no lock, no allocation. The daemon writes
+ * hp_sampler_config before any slot points here; a wrapper calls the
+ * function its slot held through hp_sampler_config.orig.
  */
 #define __always_inline inline __attribute__((always_inline))
 #include "hp_sampler.h"
@@ -45,13 +45,13 @@ HIDDEN unsigned char hp_sampler_filter_counts[HP_FILTER_BUCKETS] __attribute__((
 /* report.S: empty functions that begin with a 5-byte nop; the daemon's
  * uprobes on them see the arguments. */
 void hp_report_alloc(u64 ptr, u64 size, u64 kind, u64 ret, u64 sp) HIDDEN;
-void hp_report_free(u64 ptr) HIDDEN;
+void hp_report_free(u64 ptr, u64 reason) HIDDEN;
 
 static __always_inline struct slot *my_slot(void)
 {
     u64 tp;
     __asm__("mov %%fs:0, %0" : "=r"(tp));
-    return &hp_sampler_slots[(tp * 0x9e3779b97f4a7c15ULL) >> (64 - 10)];
+    return &hp_sampler_slots[(tp * 0x9e3779b97f4a7c15ULL) >> (64 - HP_SAMPLER_SLOTS_LOG2)];
 }
 
 /* Whether a call returning to `ret` is the allocator calling itself (or
@@ -133,7 +133,7 @@ static __always_inline int decide(u32 kind, u64 size, u64 ret, u64 sp)
 
 static __always_inline u32 bucket_of(u64 ptr)
 {
-    return (u32)(((ptr >> 4) * 0x9e3779b97f4a7c15ULL) >> (64 - 13)) & (HP_FILTER_BUCKETS - 1);
+    return (u32)(((ptr >> 4) * 0x9e3779b97f4a7c15ULL) >> (64 - HP_FILTER_BUCKETS_LOG2));
 }
 
 /* Remembers a sampled pointer, or saturates its bucket when it is full. */
@@ -189,6 +189,15 @@ static __always_inline int maybe_sampled(u64 ptr)
     return ptr && __atomic_load_n(&hp_sampler_filter_counts[bucket_of(ptr)], __ATOMIC_ACQUIRE);
 }
 
+/* An allocation returned `ptr` while the filter still held it as a live
+ * sample: its free went through no slot of ours (a pointer to free taken
+ * before the attach and kept), so that sample is freed first. */
+static __attribute__((noinline)) void reused(u64 ptr)
+{
+    if (filter_take(ptr))
+        hp_report_free(ptr, HP_FREED_UNSEEN);
+}
+
 /* A sampled allocation returned `ptr`: remember it and tell BPF. */
 static void sampled(u64 ptr, u64 size, u32 kind, u64 ret, u64 sp)
 {
@@ -201,11 +210,11 @@ static void sampled(u64 ptr, u64 size, u32 kind, u64 ret, u64 sp)
 static __attribute__((noinline)) void free_sampled(u64 ptr)
 {
     if (filter_take(ptr))
-        hp_report_free(ptr);
+        hp_report_free(ptr, HP_FREED);
 }
 
 /* The caller's return address and its stack pointer at the allocator's
- * entry: this function was jumped to from there, so its CFA is that sp + 8. */
+ * entry: the slot's call landed here, so the CFA is that sp + 8. */
 #define CALLER_RET() ((u64)__builtin_return_address(0))
 #define CALLER_SP() ((u64)__builtin_dwarf_cfa() - 8)
 
@@ -216,21 +225,27 @@ static __always_inline u64 array_size(u64 n, u64 m)
     return __builtin_mul_overflow(n, m, &r) ? ~0ULL : r;
 }
 
+/* The function entry E's slots held. */
+#define ORIG(E, TYPE) ((TYPE)hp_sampler_config.orig[E])
+
 /*
  * A wrapper of an allocating function NAME(PARAMS) returning a pointer,
  * with SIZE its size in bytes and OLD the block it resizes (realloc and
- * reallocarray; 0 for the others, which the compiler then drops): the
- * unsampled call jumps on to the original. A resize that succeeds frees
- * OLD and allocates anew, as the BPF side counts it.
+ * reallocarray; 0 for the others, which the compiler then drops). A resize
+ * that succeeds frees OLD and allocates anew, as the BPF side counts it.
+ * Every call checks what it returns against the filter (one byte load):
+ * a live sample's address given out again was freed where no slot saw it.
  */
-#define WRAP_ALLOC(NAME, KIND, SIZE, OLD, PARAMS, ARGS)                                  \
-    void *hp_tramp_##NAME PARAMS HIDDEN;                                                 \
+#define WRAP_ALLOC(NAME, ENTRY, KIND, SIZE, OLD, PARAMS, ARGS)                           \
+    typedef void *(*NAME##_fn) PARAMS;                                                   \
     static __attribute__((noinline)) void *slow_##NAME(u64 ret, u64 sp, u64 size,        \
                                                        int take, _SPLICE PARAMS)         \
     {                                                                                    \
-        void *p = hp_tramp_##NAME ARGS;                                                  \
+        void *p = ORIG(ENTRY, NAME##_fn) ARGS;                                           \
         if ((p || size == 0) && (OLD) && filter_take((u64)(OLD)))                        \
-            hp_report_free((u64)(OLD));                                                  \
+            hp_report_free((u64)(OLD), HP_FREED);                                        \
+        if (maybe_sampled((u64)p))                                                       \
+            reused((u64)p);                                                              \
         if (take)                                                                        \
             sampled((u64)p, size, KIND, ret, sp);                                        \
         return p;                                                                        \
@@ -239,51 +254,56 @@ static __always_inline u64 array_size(u64 n, u64 m)
     {                                                                                    \
         u64 size = (SIZE);                                                               \
         if (size == ~0ULL)                                                               \
-            return hp_tramp_##NAME ARGS; /* n * m overflowed: nothing is allocated */   \
+            return ORIG(ENTRY, NAME##_fn) ARGS; /* n * m overflowed: nothing allocated */ \
         int take = decide(KIND, size, CALLER_RET(), CALLER_SP());                        \
         if (unlikely(take || maybe_sampled((u64)(OLD))))                                 \
             return slow_##NAME(CALLER_RET(), CALLER_SP(), size, take, _SPLICE ARGS);     \
-        return hp_tramp_##NAME ARGS;                                                     \
+        void *p = ORIG(ENTRY, NAME##_fn) ARGS;                                           \
+        if (unlikely(maybe_sampled((u64)p)))                                             \
+            reused((u64)p);                                                              \
+        return p;                                                                        \
     }
 #define _SPLICE(...) __VA_ARGS__
 
-WRAP_ALLOC(malloc, HP_MALLOC, n, 0, (size_t n), (n))
-WRAP_ALLOC(calloc, HP_CALLOC, array_size(n, m), 0, (size_t n, size_t m), (n, m))
-WRAP_ALLOC(aligned_alloc, HP_ALIGNED_ALLOC, n, 0, (size_t a, size_t n), (a, n))
-WRAP_ALLOC(memalign, HP_ALIGNED_ALLOC, n, 0, (size_t a, size_t n), (a, n))
-WRAP_ALLOC(valloc, HP_VALLOC, n, 0, (size_t n), (n))
-WRAP_ALLOC(pvalloc, HP_VALLOC, n, 0, (size_t n), (n))
-WRAP_ALLOC(realloc, HP_REALLOC, n, old, (void *old, size_t n), (old, n))
-WRAP_ALLOC(reallocarray, HP_REALLOCARRAY, array_size(n, m), old,
+WRAP_ALLOC(malloc, HP_E_MALLOC, HP_MALLOC, n, 0, (size_t n), (n))
+WRAP_ALLOC(calloc, HP_E_CALLOC, HP_CALLOC, array_size(n, m), 0, (size_t n, size_t m), (n, m))
+WRAP_ALLOC(aligned_alloc, HP_E_ALIGNED_ALLOC, HP_ALIGNED_ALLOC, n, 0, (size_t a, size_t n),
+           (a, n))
+WRAP_ALLOC(memalign, HP_E_MEMALIGN, HP_ALIGNED_ALLOC, n, 0, (size_t a, size_t n), (a, n))
+WRAP_ALLOC(valloc, HP_E_VALLOC, HP_VALLOC, n, 0, (size_t n), (n))
+WRAP_ALLOC(pvalloc, HP_E_PVALLOC, HP_VALLOC, n, 0, (size_t n), (n))
+WRAP_ALLOC(realloc, HP_E_REALLOC, HP_REALLOC, n, old, (void *old, size_t n), (old, n))
+WRAP_ALLOC(reallocarray, HP_E_REALLOCARRAY, HP_REALLOCARRAY, array_size(n, m), old,
            (void *old, size_t n, size_t m), (old, n, m))
 
-int hp_tramp_posix_memalign(void **out, size_t a, size_t n) HIDDEN;
-static __attribute__((noinline)) int slow_posix_memalign(u64 ret, u64 sp, void **out, size_t a,
-                                                         size_t n)
+typedef int (*posix_memalign_fn)(void **out, size_t a, size_t n);
+static __attribute__((noinline)) int slow_posix_memalign(u64 ret, u64 sp, int take, void **out,
+                                                         size_t a, size_t n)
 {
-    int rc = hp_tramp_posix_memalign(out, a, n);
-    if (rc == 0)
+    int rc = ORIG(HP_E_POSIX_MEMALIGN, posix_memalign_fn)(out, a, n);
+    if (rc == 0 && maybe_sampled((u64)*out))
+        reused((u64)*out);
+    if (rc == 0 && take)
         sampled((u64)*out, n, HP_POSIX_MEMALIGN, ret, sp);
     return rc;
 }
 HIDDEN int hp_wrap_posix_memalign(void **out, size_t a, size_t n)
 {
-    if (unlikely(decide(HP_POSIX_MEMALIGN, n, CALLER_RET(), CALLER_SP())))
-        return slow_posix_memalign(CALLER_RET(), CALLER_SP(), out, a, n);
-    return hp_tramp_posix_memalign(out, a, n);
+    int take = decide(HP_POSIX_MEMALIGN, n, CALLER_RET(), CALLER_SP());
+    return slow_posix_memalign(CALLER_RET(), CALLER_SP(), take, out, a, n);
 }
 
 /* Frees: a sampled pointer is reported before the memory goes back, so
  * that another thread's next sample at that address is not taken out. */
-#define WRAP_FREE(NAME, PARAMS, ARGS)                                                    \
-    void hp_tramp_##NAME PARAMS HIDDEN;                                                  \
+#define WRAP_FREE(NAME, ENTRY, PARAMS, ARGS)                                             \
+    typedef void (*NAME##_fn) PARAMS;                                                    \
     HIDDEN void hp_wrap_##NAME PARAMS                                                    \
     {                                                                                    \
         if (unlikely(maybe_sampled((u64)p)))                                             \
             free_sampled((u64)p);                                                        \
-        hp_tramp_##NAME ARGS;                                                            \
+        ORIG(ENTRY, NAME##_fn) ARGS;                                                     \
     }
 
-WRAP_FREE(free, (void *p), (p))
-WRAP_FREE(free_sized, (void *p, size_t n), (p, n))
-WRAP_FREE(free_aligned_sized, (void *p, size_t a, size_t n), (p, a, n))
+WRAP_FREE(free, HP_E_FREE, (void *p), (p))
+WRAP_FREE(free_sized, HP_E_FREE_SIZED, (void *p, size_t n), (p, n))
+WRAP_FREE(free_aligned_sized, HP_E_FREE_ALIGNED_SIZED, (void *p, size_t a, size_t n), (p, a, n))

@@ -25,7 +25,7 @@ apt-get install -y -qq --no-install-recommends -o DPkg::Lock::Timeout=600 \
     systemd \
     passwd util-linux \
     libiberty-dev xz-utils golang-github-google-pprof-dev \
-    libzydis-dev redis-server redis-tools \
+    redis-server redis-tools \
     libclang-rt-14-dev llvm \
     chromium prometheus \
     help2man dpkg-dev file lintian man-db python3-yaml python3-kubernetes \

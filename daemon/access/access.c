@@ -5,6 +5,8 @@
  */
 #include "access.h"
 
+#include "proc_info.h"
+
 #include <errno.h>
 #include <grp.h>
 #include <pwd.h>
@@ -158,37 +160,6 @@ int access_identify_tcp(int fd, const struct access_trust *t, struct caller *out
     return 0;
 }
 
-/*
- * Reads the "Uid:" and "Gid:" lines of /proc/PID/status (real, effective,
- * saved), and the owner of that file: the process's effective uid while it
- * is dumpable, root (of its user namespace) once it is not. That is how
- * the kernel shows another process the dumpable flag (task_dump_owner());
- * /proc/PID itself always shows the effective uid, and status no flag.
- */
-static int process_ids(pid_t pid, unsigned uids[3], unsigned gids[3], uid_t *owner)
-{
-    char path[64], line[256];
-    snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-    FILE *f = fopen(path, "re");
-    if (!f)
-        return -ESRCH;
-    struct stat st;
-    if (fstat(fileno(f), &st) != 0) {
-        fclose(f);
-        return -ESRCH;
-    }
-    *owner = st.st_uid;
-    int found = 0;
-    while (fgets(line, sizeof(line), f)) {
-        if (sscanf(line, "Uid: %u %u %u", &uids[0], &uids[1], &uids[2]) == 3)
-            found |= 1;
-        else if (sscanf(line, "Gid: %u %u %u", &gids[0], &gids[1], &gids[2]) == 3)
-            found |= 2;
-    }
-    fclose(f);
-    return found == 3 ? 0 : -ESRCH;
-}
-
 int access_ids_allow(const struct caller *c, const unsigned uids[3], const unsigned gids[3])
 {
     if (c->trusted)
@@ -217,7 +188,7 @@ int access_may_profile(const struct caller *c, pid_t pid)
         return 0;
     unsigned uids[3], gids[3];
     uid_t owner;
-    int e = process_ids(pid, uids, gids, &owner);
+    int e = proc_status_ids(pid, uids, gids, &owner);
     if (e == 0)
         e = access_ids_allow(c, uids, gids);
     /* Its own, but not dumpable (PR_SET_DUMPABLE 0, or an exec that gained

@@ -4,6 +4,7 @@
  */
 #include "allocator.h"
 
+#include <elf.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,10 +18,6 @@
 #include "load_order.h"
 #include "probe_site.h"
 #include "proc_info.h"
-
-/* The largest function whose code is kept for relocation: glibc's malloc
- * is 1.4 KiB, realloc 1.8 KiB; beyond this the function is not patched. */
-#define ALLOCATOR_MAX_CODE 65536
 
 /* An object of the process, opened once per resolution. */
 struct candidate {
@@ -176,16 +173,6 @@ static int plan_function(pid_t pid, const struct proc_maps *maps, struct candida
     if (elf_file_read(c->ef, sym->vaddr, code, len) == 0)
         probe_site_choose(code, len, allocator_names[k].kind, sym->size && sym->size <= len,
                           &site);
-    /* The whole function, for the in-process sampler's relocation, which
-     * must see every branch in it. */
-    size_t whole = sym->size && sym->size <= ALLOCATOR_MAX_CODE ? sym->size : 0;
-    f->code = whole ? malloc(whole) : NULL;
-    if (f->code && elf_file_read(c->ef, sym->vaddr, f->code, whole) == 0) {
-        f->code_len = whole;
-    } else {
-        free(f->code);
-        f->code = NULL;
-    }
     f->symbol_offset = off;
     f->file_offset = off + site.offset;
     f->emulated = site.emulated;
@@ -196,11 +183,51 @@ static int plan_function(pid_t pid, const struct proc_maps *maps, struct candida
     if (!f->object_path || !f->open_path) {
         free(f->object_path);
         free(f->open_path);
-        free(f->code);
         return -ENOMEM;
     }
     plan->n++;
     return 0;
+}
+
+/* Records where calls to `name` bind: symbol `sym` of candidate `c`, as mapped. */
+static void bind(const struct proc_maps *maps, const struct candidate *c, const char *name,
+                 const struct elf_symbol *sym, struct allocator_plan *plan)
+{
+    uint64_t off;
+    const struct proc_mapping *m;
+    if (plan->nbound == ALLOCATOR_MAX_BINDINGS ||
+        elf_file_vaddr_to_offset(c->ef, sym->vaddr, &off) != 0 ||
+        !(m = mapping_of_offset(maps, c->lo->path, off)))
+        return;
+    plan->bound[plan->nbound++] = (struct allocator_binding){
+        .name = name, .addr = m->start + (off - m->offset)};
+}
+
+uint64_t allocator_bound(const struct allocator_plan *plan, const char *name)
+{
+    for (size_t i = 0; i < plan->nbound; i++)
+        if (strcmp(plan->bound[i].name, name) == 0)
+            return plan->bound[i].addr;
+    return 0;
+}
+
+/* Where the dynamic linker's functions that the in-process sampler calls
+ * bind: the first object exporting each. */
+static void bind_loader_functions(pid_t pid, const struct proc_maps *maps,
+                                  struct candidate *cands, size_t ncands,
+                                  struct allocator_plan *plan, struct open_failure *fail)
+{
+    static const char *const names[] = ALLOCATOR_LOADER_NAMES;
+    for (size_t k = 0; k < sizeof(names) / sizeof(names[0]); k++)
+        for (size_t i = 0; i < ncands; i++) {
+            struct elf_symbol sym;
+            open_candidate(pid, &cands[i], i, fail);
+            if (cands[i].ef && !cands[i].is_static_exe &&
+                elf_file_find_function(cands[i].ef, names[k], true, &sym) == 0) {
+                bind(maps, &cands[i], names[k], &sym, plan);
+                break;
+            }
+        }
 }
 
 /* Plans each entry point from the first object of the search order that
@@ -222,6 +249,9 @@ static int plan_entry_points(pid_t pid, const struct proc_maps *maps, struct can
             if (elf_file_find_function(c->debug ? c->debug : c->ef, allocator_names[k].name,
                                        !c->is_static_exe, &sym) != 0)
                 continue;
+            if (elf_file_machine(c->ef) != EM_X86_64)
+                return -EXDEV;
+            bind(maps, c, allocator_names[k].name, &sym, plan);
             e = plan_function(pid, maps, c, k, &sym, plan);
             if (e == -ENOENT)
                 e = 0; /* calls bind here even so; unmapped code cannot be probed */
@@ -277,12 +307,19 @@ int allocator_resolve(pid_t pid, const struct proc_maps *maps, struct allocator_
     e = plan_entry_points(pid, maps, cands, lo.n, plan, &fail);
     int is_static = lo.n > 0 && cands[0].is_static_exe;
     plan->settled = lo.settled || is_static;
+    plan->r_debug = lo.r_debug;
+    if (e == 0 && !is_static)
+        bind_loader_functions(pid, maps, cands, lo.n, plan, &fail);
     int have_malloc, have_free;
     plan_has(plan, &have_malloc, &have_free);
     /* A static executable that defines no free (musl links its simple
      * malloc then) has nothing that frees: malloc alone is enough. */
     int complete = have_malloc && (have_free || is_static);
-    if (e == 0 && is_static && !have_malloc) {
+    if (e == -EXDEV) {
+        snprintf(err, errlen, "process %d: its allocator is not x86-64 code (an emulated "
+                 "process?)", (int)pid);
+        e = -ENOEXEC;
+    } else if (e == 0 && is_static && !have_malloc) {
         e = refuse_stripped(pid, &cands[0], err, errlen);
     } else if (e) {
         snprintf(err, errlen, "process %d: resolve allocator functions: %s", (int)pid,
@@ -312,7 +349,6 @@ void allocator_plan_free(struct allocator_plan *plan)
     for (size_t i = 0; i < plan->n; i++) {
         free(plan->funcs[i].object_path);
         free(plan->funcs[i].open_path);
-        free(plan->funcs[i].code);
     }
     plan->n = 0;
 }

@@ -31,10 +31,19 @@ struct allocator_func {
     uint64_t inode;          /* of the object's file, as /proc/PID/maps shows it */
     uint64_t runtime_start;  /* the function's code in the process */
     uint64_t runtime_end;
-    uint8_t *code;           /* the function's bytes from its file (the in-process sampler
-                              * relocates its prologue), NULL if unreadable; owned */
-    size_t code_len;
 };
+
+/* Where calls to a name bind in the process: an entry point (aliases
+ * included: glibc's memalign is aligned_alloc), or a function of the
+ * dynamic linker that the in-process sampler calls. */
+struct allocator_binding {
+    const char *name; /* static string */
+    uint64_t addr;
+};
+
+/* The dynamic linker's functions the in-process sampler needs. */
+#define ALLOCATOR_LOADER_NAMES {"dlopen", "dlmopen", "dl_iterate_phdr"}
+#define ALLOCATOR_MAX_BINDINGS 24
 
 /* Everything to probe in one process. */
 struct allocator_plan {
@@ -42,6 +51,9 @@ struct allocator_plan {
     size_t n;
     int settled; /* the objects are all loaded: a static executable, or the dynamic linker's
                   * list is complete (not so in the first milliseconds after an exec) */
+    struct allocator_binding bound[ALLOCATOR_MAX_BINDINGS];
+    size_t nbound;
+    uint64_t r_debug; /* the linker's struct r_debug in the process, 0: unknown (static) */
 };
 
 /*
@@ -51,12 +63,16 @@ struct allocator_plan {
  * reason in `err`: -ENOEXEC if the process can never be profiled (a static
  * executable without a symbol for malloc), -ENOENT if no object defines
  * malloc and free (yet: a process caught right after exec has no libc
- * mapped), -ESRCH if the process is gone, and the error of the first
+ * mapped), -ENOEXEC also for an allocator that is not x86-64 code (a
+ * qemu-user guest), -ESRCH if the process is gone, and the error of the first
  * object that could not be opened (-EACCES, ...), naming it, if no object
  * we could read defines them.
  */
 int allocator_resolve(pid_t pid, const struct proc_maps *maps, struct allocator_plan *plan,
                       char *err, size_t errlen);
 void allocator_plan_free(struct allocator_plan *plan);
+
+/* The address calls to `name` bind to (allocator_plan.bound), 0 if none. */
+uint64_t allocator_bound(const struct allocator_plan *plan, const char *name);
 
 #endif

@@ -11,6 +11,7 @@
 
 #include <bpf/libbpf.h>
 
+#include "proc_info.h"
 #include "uprobe_link.h"
 
 const char *sampler_name(enum sampler_kind k)
@@ -29,14 +30,46 @@ int sampler_parse(const char *s, enum sampler_kind *out)
     return 0;
 }
 
-/* What the ready callback needs. */
+/* What the callbacks need. */
 struct ready_ctx {
     struct bpf_state *bpf;
     struct inprocess_target *it;
+    const struct process_identity *who;
 };
 
-/* Attaches the report probe while the process is stopped, before any entry
- * jumps into the sampler: no sample is lost. */
+/* The process stopped is the one approved: same start, same executable,
+ * and for an unprivileged owner still all its own and dumpable. */
+static int same_process(void *arg, pid_t pid, char *err, size_t errlen)
+{
+    const struct process_identity *who = ((struct ready_ctx *)arg)->who;
+    uint64_t start_time;
+    dev_t dev;
+    ino_t ino;
+    if (proc_start_time(pid, &start_time) != 0 || start_time != who->start_time) {
+        snprintf(err, errlen, "process %d is gone", (int)pid);
+        return -ESRCH;
+    }
+    if (who->exe_ino && (proc_exe_identity(pid, &dev, &ino) != 0 || dev != who->exe_dev ||
+                         ino != who->exe_ino)) {
+        snprintf(err, errlen, "process %d runs another executable than the one approved",
+                 (int)pid);
+        return -ESTALE;
+    }
+    unsigned uids[3], gids[3];
+    uid_t dump_owner;
+    if (who->owned && (proc_status_ids(pid, uids, gids, &dump_owner) != 0 ||
+                       uids[0] != who->owner || uids[1] != who->owner ||
+                       uids[2] != who->owner || dump_owner != who->owner)) {
+        snprintf(err, errlen, "process %d is no longer uid %u's own and dumpable", (int)pid,
+                 (unsigned)who->owner);
+        return -EACCES;
+    }
+    return 0;
+}
+
+/* Attaches the report probes before any slot points at the sampler, so
+ * that no sample is lost. They go on our own descriptor of the sealed
+ * memfd (s->text_path), never on a path the process could redirect. */
 static int attach_reports(void *arg, const struct inject_state *s, char *err, size_t errlen)
 {
     struct ready_ctx *c = arg;
@@ -79,25 +112,49 @@ static void release_links(struct inprocess_target *it)
     it->link_fd = -1;
 }
 
-int inprocess_attach(struct bpf_state *bpf, pid_t pid, const struct allocator_plan *plan,
-                     struct inprocess_target *it, char *err, size_t errlen)
+int inprocess_plan(const struct allocator_plan *plan, struct inject_plan *out, char *err,
+                   size_t errlen)
 {
-    struct inject_func f[HP_MAX_FUNCS];
+    static const char *const entry_names[HP_ENTRY_COUNT] = {
+        [HP_E_MALLOC] = "malloc",       [HP_E_CALLOC] = "calloc",
+        [HP_E_REALLOC] = "realloc",     [HP_E_REALLOCARRAY] = "reallocarray",
+        [HP_E_POSIX_MEMALIGN] = "posix_memalign", [HP_E_ALIGNED_ALLOC] = "aligned_alloc",
+        [HP_E_MEMALIGN] = "memalign",   [HP_E_VALLOC] = "valloc",
+        [HP_E_PVALLOC] = "pvalloc",     [HP_E_FREE] = "free",
+        [HP_E_FREE_SIZED] = "free_sized", [HP_E_FREE_ALIGNED_SIZED] = "free_aligned_sized",
+        [HP_E_DLOPEN] = "dlopen",       [HP_E_DLMOPEN] = "dlmopen",
+    };
+    memset(out, 0, sizeof(*out));
+    for (int e = 0; e < HP_ENTRY_COUNT; e++)
+        out->orig[e] = allocator_bound(plan, entry_names[e]);
+    for (size_t i = 0; i < plan->n && i < HP_MAX_FUNCS; i++) {
+        out->range_lo[i] = plan->funcs[i].runtime_start;
+        out->range_hi[i] = plan->funcs[i].runtime_end;
+        out->nranges++;
+    }
+    out->dl_iterate_phdr = allocator_bound(plan, "dl_iterate_phdr");
+    out->r_debug = plan->r_debug;
+    if (!out->orig[HP_E_DLOPEN] && !out->orig[HP_E_DLMOPEN]) {
+        snprintf(err, errlen, "no dlopen to follow the modules loaded later with");
+        return -ENOENT;
+    }
+    return 0;
+}
+
+int inprocess_attach(struct bpf_state *bpf, pid_t pid, const struct process_identity *who,
+                     const struct allocator_plan *plan, struct inprocess_target *it, char *err,
+                     size_t errlen)
+{
+    struct inject_plan ip;
     memset(it, 0, sizeof(*it));
     it->link_fd = -1;
-    for (size_t i = 0; i < plan->n; i++) {
-        const struct allocator_func *a = &plan->funcs[i];
-        if (!a->code) {
-            snprintf(err, errlen, "the code of %s in %s could not be read whole", a->name,
-                     a->object_path);
-            return -EINVAL;
-        }
-        f[i] = (struct inject_func){
-            .name = a->name, .addr = a->runtime_start, .code = a->code, .len = a->code_len};
-    }
-    struct ready_ctx c = {.bpf = bpf, .it = it};
-    int e = inject_attach(pid, f, plan->n, bpf->sample_interval, attach_reports, &c, &it->inj,
-                          err, errlen);
+    it->inj.memfd = -1;
+    int e = inprocess_plan(plan, &ip, err, errlen);
+    if (e)
+        return e;
+    struct ready_ctx c = {.bpf = bpf, .it = it, .who = who};
+    e = inject_attach(pid, who->start_time, &ip, bpf->sample_interval, same_process,
+                      attach_reports, &c, &it->inj, err, errlen);
     if (e)
         release_links(it);
     return e;
@@ -110,5 +167,6 @@ uint64_t inprocess_detach(struct inprocess_target *it)
     if (inject_detach(&it->inj, err, sizeof(err)) != 0)
         fprintf(stderr, "heapprofd: %s\n", err);
     release_links(it);
+    inject_state_close(&it->inj);
     return it->inj.stopped_ns;
 }

@@ -1,8 +1,9 @@
 /*
  * sampler_choice.h - which sampler decides what to sample in a process:
- * uprobes on every allocator call (the default), or the in-process sampler
- * (daemon/inject/, sampler/) whose wrappers reach a uprobe only for sampled
- * calls; and attaching the latter to one process, with its report probes.
+ * the in-process sampler (daemon/inject/, sampler/; the default), whose
+ * wrappers reach a uprobe only for sampled calls, or uprobes on every
+ * allocator call (the fallback wherever the former cannot be used); and
+ * attaching the in-process one to a process, with its report probes.
  *
  * Ownership: a struct inprocess_target owns its links; release it with
  * inprocess_detach().
@@ -22,6 +23,20 @@ enum sampler_kind {
     SAMPLER_INPROCESS,  /* the sampler injected into the process */
 };
 
+/* The sampler a process gets unless a rule or an option says otherwise. */
+#define SAMPLER_DEFAULT SAMPLER_INPROCESS
+
+/* Who a process was when it was approved for profiling: checked again on
+ * the process actually stopped, so that an exec (of a setuid program, say)
+ * in between is not profiled on the strength of the first decision. */
+struct process_identity {
+    uint64_t start_time;
+    dev_t exe_dev;
+    ino_t exe_ino; /* 0: not checked */
+    int owned;     /* approved for an unprivileged owner: */
+    uid_t owner;   /* its every uid must be this one, and it must be dumpable */
+};
+
 /* "uprobe" or "inprocess". */
 const char *sampler_name(enum sampler_kind k);
 /* Parses a sampler name; -EINVAL if it is none. */
@@ -34,16 +49,23 @@ struct inprocess_target {
     int link_fd;               /* other layouts: one uprobe_multi link, or -1 */
 };
 
+/* What the sampler is told of a process whose allocator is `plan`: where
+ * each entry binds, the allocator's code, the loader's functions. -ENOENT
+ * with the reason when the process has no dlopen to follow. */
+int inprocess_plan(const struct allocator_plan *plan, struct inject_plan *out, char *err,
+                   size_t errlen);
+
 /*
  * Injects the sampler into process `pid` for the functions of `plan` and
  * attaches the report probe. Returns 0, or -errno with the reason in `err`
  * (the caller falls back to uprobes); on failure nothing is left patched.
  */
-int inprocess_attach(struct bpf_state *bpf, pid_t pid, const struct allocator_plan *plan,
-                     struct inprocess_target *it, char *err, size_t errlen);
+int inprocess_attach(struct bpf_state *bpf, pid_t pid, const struct process_identity *who,
+                     const struct allocator_plan *plan, struct inprocess_target *it, char *err,
+                     size_t errlen);
 
-/* Restores the process's allocator entries and removes the report probes.
- * Returns how long the process was stopped for the restore, in ns. */
+/* Points the process's slots back, removes the report probes and closes
+ * what `it` holds. Returns how long a thread was stopped for it, in ns. */
 uint64_t inprocess_detach(struct inprocess_target *it);
 
 #endif

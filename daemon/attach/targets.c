@@ -120,9 +120,12 @@ void target_update_unwind_tables(struct targets *t, pid_t pid)
  * Called without the lock, like attach(). */
 static int try_inprocess(struct targets *t, struct target *tg, const struct allocator_plan *plan)
 {
+    struct process_identity who = {.start_time = tg->start_time, .exe_dev = tg->exe_dev,
+                                   .exe_ino = tg->exe_ino, .owned = tg->owned,
+                                   .owner = tg->owner};
     tg->inproc = calloc(1, sizeof(*tg->inproc));
-    int e = tg->inproc ? inprocess_attach(t->bpf, tg->pid, plan, tg->inproc, tg->sampler_note,
-                                          sizeof(tg->sampler_note))
+    int e = tg->inproc ? inprocess_attach(t->bpf, tg->pid, &who, plan, tg->inproc,
+                                          tg->sampler_note, sizeof(tg->sampler_note))
                        : -ENOMEM;
     if (e == 0)
         return 0;

@@ -37,10 +37,26 @@ static void disp_to(uint8_t *out, size_t at, size_t end, int slot)
     memcpy(out + at, &d, 4);
 }
 
-void remote_stub_build(uint64_t at, const struct user_regs_struct *regs,
+void remote_stub_resume_regs(const struct user_regs_struct *stopped,
+                             struct user_regs_struct *out)
+{
+    *out = *stopped;
+    int64_t rax = (int64_t)stopped->rax;
+    if ((int64_t)stopped->orig_rax >= 0 &&
+        (rax == -ERESTARTSYS || rax == -ERESTARTNOINTR || rax == -ERESTARTNOHAND ||
+         rax == -ERESTART_RESTARTBLOCK)) {
+        out->rax = rax == -ERESTART_RESTARTBLOCK ? NR_RESTART_SYSCALL : stopped->orig_rax;
+        out->rip -= 2;
+        out->orig_rax = (uint64_t)-1;
+    }
+}
+
+void remote_stub_build(uint64_t at, const struct user_regs_struct *stopped,
                        uint8_t out[REMOTE_STUB_SIZE])
 {
     (void)at; /* position independent */
+    struct user_regs_struct r;
+    remote_stub_resume_regs(stopped, &r);
     memset(out, 0xcc, REMOTE_STUB_SIZE);
     size_t n = 0;
     out[n++] = 0x0f; /* syscall */
@@ -50,13 +66,13 @@ void remote_stub_build(uint64_t at, const struct user_regs_struct *regs,
     disp_to(out, n, n + 4, SLOT_FLAGS);
     n += 4;
     out[n++] = 0x9d; /* popfq */
-    for (int r = 0; r < 16; r++) {
-        if (r == 4)
+    for (int reg = 0; reg < 16; reg++) {
+        if (reg == 4)
             continue; /* %rsp last */
-        out[n++] = (uint8_t)(0x48 | (r >= 8 ? 0x04 : 0)); /* mov slot(%rip), %r */
+        out[n++] = (uint8_t)(0x48 | (reg >= 8 ? 0x04 : 0)); /* mov slot(%rip), %reg */
         out[n++] = 0x8b;
-        out[n++] = (uint8_t)(0x05 | ((r & 7) << 3));
-        disp_to(out, n, n + 4, SLOT_REG(r));
+        out[n++] = (uint8_t)(0x05 | ((reg & 7) << 3));
+        disp_to(out, n, n + 4, SLOT_REG(reg));
         n += 4;
     }
     out[n++] = 0x48; /* mov slot(%rip), %rsp */
@@ -71,21 +87,12 @@ void remote_stub_build(uint64_t at, const struct user_regs_struct *regs,
 
     uint64_t v[18];
     /* user_regs_struct order differs from the encoding order. */
-    uint64_t enc[16] = {regs->rax, regs->rcx, regs->rdx, regs->rbx, regs->rsp, regs->rbp,
-                        regs->rsi, regs->rdi, regs->r8,  regs->r9,  regs->r10, regs->r11,
-                        regs->r12, regs->r13, regs->r14, regs->r15};
-    uint64_t rip = regs->rip;
-    int64_t rax = (int64_t)regs->rax;
-    if ((int64_t)regs->orig_rax >= 0 &&
-        (rax == -ERESTARTSYS || rax == -ERESTARTNOINTR || rax == -ERESTARTNOHAND ||
-         rax == -ERESTART_RESTARTBLOCK)) {
-        enc[0] = rax == -ERESTART_RESTARTBLOCK ? NR_RESTART_SYSCALL : regs->orig_rax;
-        rip -= 2;
-    }
-    v[SLOT_FLAGS] = regs->eflags;
-    for (int r = 0; r < 16; r++)
-        v[SLOT_REG(r)] = enc[r];
-    v[SLOT_RIP] = rip;
+    uint64_t enc[16] = {r.rax, r.rcx, r.rdx, r.rbx, r.rsp, r.rbp, r.rsi, r.rdi,
+                        r.r8,  r.r9,  r.r10, r.r11, r.r12, r.r13, r.r14, r.r15};
+    v[SLOT_FLAGS] = r.eflags;
+    for (int reg = 0; reg < 16; reg++)
+        v[SLOT_REG(reg)] = enc[reg];
+    v[SLOT_RIP] = r.rip;
     memcpy(out + DATA_AT, v, sizeof(v));
 }
 

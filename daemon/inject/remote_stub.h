@@ -39,4 +39,10 @@ uint64_t remote_stub_find_place(pid_t pid, int memfd, const struct proc_maps *ma
 void remote_stub_build(uint64_t at, const struct user_regs_struct *regs,
                        uint8_t out[REMOTE_STUB_SIZE]);
 
+/* The registers a thread stopped with `stopped` resumes with when no
+ * signal handler runs: a system call the kernel would restart is set to
+ * run again (pc - 2, rax = the call number, orig_rax = -1). */
+void remote_stub_resume_regs(const struct user_regs_struct *stopped,
+                             struct user_regs_struct *out);
+
 #endif

@@ -81,6 +81,31 @@ static int read_symbols(Elf *elf, struct sampler_image *img)
     return have_symtab ? 0 : -ENOENT;
 }
 
+/* The NT_GNU_BUILD_ID note's bytes and where they are mapped. */
+static int read_build_id(Elf *elf, struct sampler_image *img)
+{
+    Elf_Scn *scn = NULL;
+    while ((scn = elf_nextscn(elf, scn)) != NULL) {
+        GElf_Shdr sh;
+        if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_NOTE || !(sh.sh_flags & SHF_ALLOC))
+            continue;
+        Elf_Data *d = elf_getdata(scn, NULL);
+        GElf_Nhdr nh;
+        size_t off = 0, name_off, desc_off, next;
+        while (d && (next = gelf_getnote(d, off, &nh, &name_off, &desc_off)) > 0) {
+            if (nh.n_type == NT_GNU_BUILD_ID && nh.n_descsz <= sizeof(img->build_id) &&
+                nh.n_descsz > 0) {
+                memcpy(img->build_id, (const uint8_t *)d->d_buf + desc_off, nh.n_descsz);
+                img->build_id_len = nh.n_descsz;
+                img->build_id_vaddr = sh.sh_addr + desc_off;
+                return 0;
+            }
+            off = next;
+        }
+    }
+    return -ENOENT;
+}
+
 static void parse_once(void)
 {
     elf_version(EV_CURRENT);
@@ -90,6 +115,8 @@ static void parse_once(void)
     int e = elf ? read_segments(elf, &image) : -EINVAL;
     if (e == 0)
         e = read_symbols(elf, &image);
+    if (e == 0)
+        e = read_build_id(elf, &image);
     if (e)
         snprintf(image_err, sizeof(image_err), "the embedded sampler object is malformed: %s",
                  strerror(-e));

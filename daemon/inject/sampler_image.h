@@ -30,6 +30,10 @@ struct sampler_image {
         uint64_t vaddr, size;
     } sym[SAMPLER_MAX_SYMBOLS];
     size_t nsym;
+    uint8_t build_id[32]; /* its GNU build ID: an earlier daemon's sampler is adopted only
+                           * when its note holds these bytes */
+    size_t build_id_len;
+    uint64_t build_id_vaddr; /* where those bytes are, relative to the base */
 };
 
 /* The sampler embedded in this binary, parsed once; NULL with a reason in

@@ -1,7 +1,7 @@
 /*
- * sampler_map.c - maps the sampler into a stopped process (see
- * sampler_map.h). The object's writable segment is mapped anonymous and
- * private, so that a forked child gets its own countdowns and filter.
+ * sampler_map.c - maps the sampler into a process (see sampler_map.h). The
+ * object's writable segment is mapped anonymous and private, so that a
+ * forked child gets its own countdowns and filter.
  */
 #include "sampler_map.h"
 
@@ -10,6 +10,8 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -17,21 +19,11 @@
 #include "remote_stub.h"
 
 #define PAGE 4096ULL
-/* Keep every jump this far inside the rel32 range. */
-#define REACH ((1ULL << 31) - (1ULL << 24))
-
-static int within_reach(uint64_t base, uint64_t span, uint64_t lo, uint64_t hi)
-{
-    uint64_t far_lo = base < lo ? lo - base : base + span - lo;
-    uint64_t far_hi = base < hi ? hi - base : base + span - hi;
-    if (base + span > lo && base < hi)
-        return 0; /* cannot be: mappings do not overlap, but be sure */
-    return far_lo < REACH && far_hi < REACH;
-}
 
 uint64_t sampler_map_choose_base(const struct proc_maps *maps, uint64_t span, uint64_t lo,
                                  uint64_t hi)
 {
+    (void)hi;
     uint64_t best = 0, best_dist = UINT64_MAX;
     for (size_t i = 0; i + 1 < maps->n; i++) {
         uint64_t gap_lo = maps->v[i].end + PAGE, gap_hi = maps->v[i + 1].start;
@@ -40,7 +32,7 @@ uint64_t sampler_map_choose_base(const struct proc_maps *maps, uint64_t span, ui
         uint64_t cands[2] = {gap_lo, (gap_hi - span - PAGE) & ~(PAGE - 1)};
         for (int c = 0; c < 2; c++) {
             uint64_t b = cands[c];
-            if (b < 0x10000 || !within_reach(b, span, lo, hi))
+            if (b < 0x10000)
                 continue;
             uint64_t d = b < lo ? lo - b : b - lo;
             if (d < best_dist) {
@@ -52,40 +44,88 @@ uint64_t sampler_map_choose_base(const struct proc_maps *maps, uint64_t span, ui
     return best;
 }
 
-/* Runs a system call in the first stopped thread. */
-static int64_t rsys(struct stopped_process *sp, uint64_t gadget, long nr, uint64_t a0, uint64_t a1,
+/* Runs a system call in the stopped thread. */
+static int64_t rsys(struct stopped_thread *st, uint64_t stub, long nr, uint64_t a0, uint64_t a1,
                     uint64_t a2, uint64_t a3, uint64_t a4, uint64_t a5)
 {
     uint64_t args[6] = {a0, a1, a2, a3, a4, a5};
     int64_t ret;
-    int e = thread_remote_syscall(sp, 0, gadget, nr, args, &ret);
+    int e = thread_remote_syscall(st, stub, nr, args, &ret);
     return e ? e : ret;
 }
 
-/* Writes the object into the memfd `fd` of the process. */
-static int fill_memfd(pid_t pid, int64_t fd, const struct sampler_image *img)
+/* The process's descriptor `fd`, as ours, if it is the memfd we just had
+ * it create: anything else there (a file another thread of the process
+ * put on that number meanwhile) is refused. */
+static int take_memfd(pid_t pid, int64_t fd, char *err, size_t errlen)
 {
-    char path[64];
-    snprintf(path, sizeof(path), "/proc/%d/fd/%lld", (int)pid, (long long)fd);
-    int wfd = open(path, O_WRONLY | O_CLOEXEC);
-    if (wfd < 0)
+    int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+    if (pidfd < 0) {
+        snprintf(err, errlen, "pidfd_open(%d): %s", (int)pid, strerror(errno));
         return -errno;
-    size_t done = 0;
-    int e = 0;
-    while (done < img->elf_len) {
-        ssize_t w = write(wfd, img->elf + done, img->elf_len - done);
-        if (w <= 0) {
-            e = w < 0 ? -errno : -EIO;
-            break;
-        }
-        done += (size_t)w;
     }
-    close(wfd);
-    return e;
+    int ours = (int)syscall(SYS_pidfd_getfd, pidfd, (int)fd, 0);
+    int e = ours < 0 ? -errno : 0;
+    close(pidfd);
+    if (e) {
+        snprintf(err, errlen, "pidfd_getfd(%d, %lld): %s", (int)pid, (long long)fd, strerror(-e));
+        return e;
+    }
+    struct stat sb;
+    char link[64], target[128] = "";
+    snprintf(link, sizeof(link), "/proc/self/fd/%d", ours);
+    ssize_t n = readlink(link, target, sizeof(target) - 1);
+    target[n > 0 ? n : 0] = '\0';
+    if (fstat(ours, &sb) != 0 || !S_ISREG(sb.st_mode) || sb.st_nlink != 0 || sb.st_size != 0 ||
+        fcntl(ours, F_GET_SEALS) != 0 ||
+        strcmp(target, "/memfd:" HP_SAMPLER_MEMFD_NAME " (deleted)") != 0) {
+        snprintf(err, errlen, "process %d: descriptor %lld is not the memfd just created (%s): "
+                 "refused", (int)pid, (long long)fd, target[0] ? target : "unreadable");
+        close(ours);
+        return -EPERM;
+    }
+    return ours;
 }
 
-static int map_segments(struct stopped_process *sp, int memfd, uint64_t gadget,
-                        const struct sampler_image *img, uint64_t base, int64_t fd)
+/* Writes the object into our memfd and seals it: from then on nobody can
+ * change what any process maps from it. */
+static int fill_and_seal(int memfd, const struct sampler_image *img)
+{
+    size_t done = 0;
+    while (done < img->elf_len) {
+        ssize_t w = pwrite(memfd, img->elf + done, img->elf_len - done, (off_t)done);
+        if (w <= 0)
+            return w < 0 ? -errno : -EIO;
+        done += (size_t)w;
+    }
+    if (fcntl(memfd, F_ADD_SEALS, F_SEAL_SEAL | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE) != 0)
+        return -errno;
+    return 0;
+}
+
+int sampler_map_is_ours(pid_t pid, const struct sampler_image *img, uint64_t base, int memfd)
+{
+    struct stat sb;
+    struct proc_maps maps;
+    if (fstat(memfd, &sb) != 0 || proc_maps_read(pid, &maps) != 0)
+        return 0;
+    size_t file_backed = 0, matched = 0;
+    for (size_t s = 0; s < img->nseg; s++) {
+        if (img->seg[s].prot & PROT_WRITE)
+            continue;
+        file_backed++;
+        uint64_t start = base + (img->seg[s].vaddr & ~(PAGE - 1));
+        for (size_t i = 0; i < maps.n; i++)
+            if (maps.v[i].start == start)
+                matched += maps.v[i].inode == sb.st_ino &&
+                           makedev(maps.v[i].dev_major, maps.v[i].dev_minor) == sb.st_dev;
+    }
+    proc_maps_free(&maps);
+    return file_backed && matched == file_backed;
+}
+
+static int map_segments(struct stopped_thread *st, uint64_t stub, const struct sampler_image *img,
+                        uint64_t base, int64_t fd)
 {
     for (size_t i = 0; i < img->nseg; i++) {
         const struct sampler_segment *s = &img->seg[i];
@@ -93,14 +133,14 @@ static int map_segments(struct stopped_process *sp, int memfd, uint64_t gadget,
         uint64_t end = (s->vaddr + s->memsz + PAGE - 1) & ~(PAGE - 1);
         int64_t r;
         if (s->prot & PROT_WRITE) {
-            r = rsys(sp, gadget, SYS_mmap, base + start, end - start, PROT_READ | PROT_WRITE,
+            r = rsys(st, stub, SYS_mmap, base + start, end - start, PROT_READ | PROT_WRITE,
                      MAP_PRIVATE | MAP_FIXED | MAP_ANONYMOUS, (uint64_t)-1, 0);
             if (r == (int64_t)(base + start) &&
-                pwrite(memfd, img->elf + s->offset, s->filesz, (off_t)(base + s->vaddr)) !=
+                pwrite(st->mem_fd, img->elf + s->offset, s->filesz, (off_t)(base + s->vaddr)) !=
                     (ssize_t)s->filesz)
                 return -EIO;
         } else {
-            r = rsys(sp, gadget, SYS_mmap, base + start, end - start, (uint64_t)s->prot,
+            r = rsys(st, stub, SYS_mmap, base + start, end - start, (uint64_t)s->prot,
                      MAP_PRIVATE | MAP_FIXED, (uint64_t)fd, s->offset & ~(PAGE - 1));
         }
         if (r != (int64_t)(base + start))
@@ -109,17 +149,17 @@ static int map_segments(struct stopped_process *sp, int memfd, uint64_t gadget,
     return 0;
 }
 
-static int map_with_stub(struct stopped_process *sp, int memfd, uint64_t gadget,
-                         const struct sampler_image *img, uint64_t base, char *err,
-                         size_t errlen)
+int sampler_map_into(struct stopped_thread *st, uint64_t stub, const struct sampler_image *img,
+                     uint64_t base, int *memfd, char *err, size_t errlen)
 {
-    int64_t r = rsys(sp, gadget, SYS_mmap, base, img->span, PROT_READ | PROT_WRITE,
+    *memfd = -1;
+    int64_t r = rsys(st, stub, SYS_mmap, base, img->span, PROT_READ | PROT_WRITE,
                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, (uint64_t)-1, 0);
     if (r != (int64_t)base) {
         if (r > 0)
-            rsys(sp, gadget, SYS_munmap, (uint64_t)r, img->span, 0, 0, 0, 0);
+            rsys(st, stub, SYS_munmap, (uint64_t)r, img->span, 0, 0, 0, 0);
         snprintf(err, errlen, "map %llu bytes at 0x%llx in process %d: %s",
-                 (unsigned long long)img->span, (unsigned long long)base, (int)sp->pid,
+                 (unsigned long long)img->span, (unsigned long long)base, (int)st->pid,
                  strerror(r < 0 ? (int)-r : EEXIST));
         return r < 0 ? (int)r : -EEXIST;
     }
@@ -127,45 +167,34 @@ static int map_with_stub(struct stopped_process *sp, int memfd, uint64_t gadget,
     static const char name[] = HP_SAMPLER_MEMFD_NAME;
     int e = 0;
     int64_t fd = -1;
-    if (pwrite(memfd, name, sizeof(name), (off_t)base) != (ssize_t)sizeof(name))
+    if (pwrite(st->mem_fd, name, sizeof(name), (off_t)base) != (ssize_t)sizeof(name))
         e = -EIO;
     if (e == 0) {
-        fd = rsys(sp, gadget, SYS_memfd_create, base, MFD_CLOEXEC, 0, 0, 0, 0);
+        fd = rsys(st, stub, SYS_memfd_create, base, MFD_CLOEXEC | MFD_ALLOW_SEALING, 0, 0, 0, 0);
         e = fd < 0 ? (int)fd : 0;
     }
-    if (e == 0)
-        e = fill_memfd(sp->pid, fd, img);
-    if (e == 0)
-        e = map_segments(sp, memfd, gadget, img, base, fd);
-    if (fd >= 0)
-        rsys(sp, gadget, SYS_close, (uint64_t)fd, 0, 0, 0, 0, 0);
-    if (e) {
-        rsys(sp, gadget, SYS_munmap, base, img->span, 0, 0, 0, 0);
-        snprintf(err, errlen, "map the sampler into process %d: %s", (int)sp->pid, strerror(-e));
-    }
-    return e;
-}
-
-int sampler_map_into(struct stopped_process *sp, int memfd, uint64_t stub,
-                     const struct sampler_image *img, uint64_t base, char *err, size_t errlen)
-{
-    struct user_regs_struct regs;
-    uint8_t code[REMOTE_STUB_SIZE];
-    int e = thread_get_regs(sp->v[0].tid, &regs);
     if (e == 0) {
-        remote_stub_build(stub, &regs, code);
-        e = pwrite(memfd, code, sizeof(code), (off_t)stub) == (ssize_t)sizeof(code) ? 0 : -EIO;
+        *memfd = take_memfd(st->pid, fd, err, errlen);
+        e = *memfd < 0 ? *memfd : 0;
+    }
+    if (e == 0 && (e = fill_and_seal(*memfd, img)) != 0)
+        snprintf(err, errlen, "fill the sampler's memfd: %s", strerror(-e));
+    if (e == 0 && (e = map_segments(st, stub, img, base, fd)) != 0)
+        snprintf(err, errlen, "map the sampler into process %d: %s", (int)st->pid, strerror(-e));
+    if (fd >= 0)
+        rsys(st, stub, SYS_close, (uint64_t)fd, 0, 0, 0, 0, 0);
+    /* The number was the process's to change until now: what is mapped
+     * must be our sealed memfd. */
+    if (e == 0 && !sampler_map_is_ours(st->pid, img, base, *memfd)) {
+        snprintf(err, errlen, "process %d: what was mapped at 0x%llx is not the sampler's memfd: "
+                 "refused", (int)st->pid, (unsigned long long)base);
+        e = -EPERM;
     }
     if (e) {
-        snprintf(err, errlen, "prepare system calls in process %d: %s", (int)sp->pid,
-                 strerror(-e));
-        return e;
+        rsys(st, stub, SYS_munmap, base, img->span, 0, 0, 0, 0);
+        if (*memfd >= 0)
+            close(*memfd);
+        *memfd = -1;
     }
-    e = map_with_stub(sp, memfd, stub, img, base, err, errlen);
-    /* The thread is back where it was: the stub is not needed any more. */
-    memset(code, 0, sizeof(code));
-    if (pwrite(memfd, code, sizeof(code), (off_t)stub) != (ssize_t)sizeof(code))
-        fprintf(stderr, "heapprofd: process %d: could not erase the system call stub at 0x%llx\n",
-                (int)sp->pid, (unsigned long long)stub);
     return e;
 }

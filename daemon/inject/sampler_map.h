@@ -1,9 +1,15 @@
 /*
- * sampler_map.h - maps the sampler object into a stopped process with
- * system calls run inside it: a memfd holding the object (so that uprobes
- * can attach to its report functions, and a restarted daemon can find it
- * by name), its segments mapped at a base within a rel32 jump of the
- * allocator's functions.
+ * sampler_map.h - maps the sampler object into a process through system
+ * calls run in one of its stopped threads: a memfd holding the object (so
+ * that uprobes can attach to its report functions, and a restarted daemon
+ * can find it by name), its segments mapped at a free base.
+ *
+ * The memfd is created inside the process, but the daemon never opens it
+ * by a path the process could redirect (/proc/PID/fd/N can name any file
+ * the process swaps onto that number): it takes the descriptor with
+ * pidfd_getfd(), checks that it is a fresh memfd of ours (no links, empty,
+ * unsealed, our name), fills and seals it, and checks after the mapping
+ * that what is mapped is that inode.
  */
 #ifndef HEAPPROF_SAMPLER_MAP_H
 #define HEAPPROF_SAMPLER_MAP_H
@@ -15,18 +21,23 @@
 #include "sampler_image.h"
 #include "thread_stop.h"
 
-/* A free place in `maps` for `span` bytes from which every address in
- * [lo, hi) is within a rel32 jump; 0 if there is none. */
+/* A free place in `maps` for `span` bytes, near [lo, hi) (the allocator,
+ * for short distances in the unwinder's tables); 0 if there is none. */
 uint64_t sampler_map_choose_base(const struct proc_maps *maps, uint64_t span, uint64_t lo,
                                  uint64_t hi);
 
 /*
- * Maps `img` at `base` in the stopped process `sp` (its memory open as
- * `memfd`, /proc/PID/mem), with system calls run through a stub written at
- * `stub` (remote_stub.h) and erased again. Returns 0, or -errno with the
- * reason in `err`; on failure whatever was mapped is unmapped again.
+ * Maps `img` at `base` in the process of the stopped thread `st`, with
+ * system calls run through the stub at `stub` (remote_stub.h). On success
+ * `*memfd` is the daemon's own descriptor of the sealed memfd mapped
+ * there. Returns 0, or -errno with the reason in `err`; on failure
+ * whatever was mapped is unmapped again.
  */
-int sampler_map_into(struct stopped_process *sp, int memfd, uint64_t stub,
-                     const struct sampler_image *img, uint64_t base, char *err, size_t errlen);
+int sampler_map_into(struct stopped_thread *st, uint64_t stub, const struct sampler_image *img,
+                     uint64_t base, int *memfd, char *err, size_t errlen);
+
+/* Whether the mapping of the sampler's code at `base` in `pid` is the
+ * inode of `memfd`. */
+int sampler_map_is_ours(pid_t pid, const struct sampler_image *img, uint64_t base, int memfd);
 
 #endif

@@ -1,37 +1,39 @@
 /*
- * thread_stop.c - stopping a process's threads with ptrace, and system
- * calls run inside it (see thread_stop.h).
+ * thread_stop.c - one thread of a process stopped with ptrace, system calls
+ * and a function run in it, and its release (see thread_stop.h).
  *
- * How a thread is run through a system call of ours: registers saved,
- * orig_rax set to -1 so that the kernel does not restart the system call
- * the thread was interrupted in on our registers, rip at the `syscall` of
- * the stub of remote_stub.h (which returns the thread to where it was if
- * we die before we restore it), resumed to the call's entry stop and its
- * exit stop, registers restored.
+ * How a thread runs a system call of ours: registers saved, orig_rax set
+ * to -1 so that the kernel does not restart the call the thread was
+ * interrupted in on our registers, rip at the `syscall` of the stub of
+ * remote_stub.h (which returns the thread to where it was if we die before
+ * we restore it), resumed to the call's entry stop and its exit stop.
  *
  * Why system call stops and never a single step: if heapprofd dies while
  * a thread sits in the SIGTRAP stop a single step ends in, the kernel
- * delivers that SIGTRAP when it releases the thread, and it dies (seen in
- * test_inprocess.py). A system call stop reports SIGTRAP|0x80 with
- * PTRACE_O_TRACESYSGOOD, which is no signal, and an interrupt stop none.
- * The interrupted call is then restarted by the kernel as usual when the
- * thread is released (its own rax and orig_rax are back).
+ * delivers that SIGTRAP when it releases the thread, and it dies. A system
+ * call stop reports SIGTRAP|0x80 with PTRACE_O_TRACESYSGOOD, which is no
+ * signal, and an interrupt stop none.
  */
 #include "thread_stop.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ptrace.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "clock.h"
+#include "remote_stub.h"
+
+/* Where our calls put their data on the thread's stack: below its red zone
+ * and the stub's pushes. */
+#define STACK_SCRATCH 2048
 
 void thread_crash_point(void)
 {
@@ -50,12 +52,48 @@ void thread_crash_point(void)
         kill(getpid(), SIGKILL);
 }
 
-
-/* Waits for a ptrace stop or the end of `tid`, up to the timeout. Returns
- * 0 with the status, or -ETIMEDOUT, or -errno. */
-static int wait_thread(pid_t tid, int *status)
+int thread_stop_syscall_safe(long nr)
 {
-    uint64_t deadline = monotonic_ns() + (uint64_t)THREAD_STOP_TIMEOUT_MS * 1000000u;
+    switch (nr) {
+    case SYS_epoll_wait:
+    case SYS_epoll_pwait:
+    case SYS_epoll_pwait2:
+    case SYS_semop:
+    case SYS_semtimedop:
+    case SYS_rt_sigtimedwait:
+    case SYS_io_getevents:
+    case SYS_io_pgetevents:
+    /* Sockets fail with EINTR after a stop when they have a timeout
+     * (SO_RCVTIMEO, SO_SNDTIMEO), which cannot be seen from outside. */
+    case SYS_accept:
+    case SYS_accept4:
+    case SYS_recvfrom:
+    case SYS_recvmsg:
+    case SYS_recvmmsg:
+    case SYS_sendto:
+    case SYS_sendmsg:
+    case SYS_sendmmsg:
+    case SYS_connect:
+        return 0;
+    default:
+        return 1;
+    }
+}
+
+int thread_get_regs(pid_t tid, struct user_regs_struct *r)
+{
+    return ptrace(PTRACE_GETREGS, tid, 0, r) == 0 ? 0 : -errno;
+}
+
+int thread_set_regs(pid_t tid, const struct user_regs_struct *r)
+{
+    return ptrace(PTRACE_SETREGS, tid, 0, r) == 0 ? 0 : -errno;
+}
+
+/* Waits for a ptrace stop or the end of `tid` for up to `ms`. */
+static int wait_thread(pid_t tid, int *status, unsigned ms)
+{
+    uint64_t deadline = monotonic_ns() + (uint64_t)ms * 1000000u;
     for (unsigned spins = 0;; spins++) {
         pid_t r = waitpid(tid, status, __WALL | WNOHANG);
         if (r == tid)
@@ -71,208 +109,360 @@ static int wait_thread(pid_t tid, int *status)
     }
 }
 
-static int seized(const struct stopped_process *sp, pid_t tid)
+/* One line of /proc/PID/task/TID/status as a number: -1 if absent. */
+static long task_status_field(pid_t pid, pid_t tid, const char *field)
 {
-    for (size_t i = 0; i < sp->n; i++)
-        if (sp->v[i].tid == tid)
-            return 1;
-    return 0;
-}
-
-/* Whether thread `tid` is gone or exiting (ptrace refuses a thread that
- * is exiting with EPERM, as it does a traced one). */
-static int exiting(pid_t pid, pid_t tid)
-{
-    char path[64], line[128];
+    char path[64], line[256];
     snprintf(path, sizeof(path), "/proc/%d/task/%d/status", (int)pid, (int)tid);
     FILE *f = fopen(path, "re");
     if (!f)
-        return 1;
-    int dying = 0;
+        return -1;
+    long v = -1;
+    size_t n = strlen(field);
     while (fgets(line, sizeof(line), f))
-        if (strncmp(line, "State:", 6) == 0)
-            dying = strchr(line, 'Z') || strchr(line, 'X');
+        if (strncmp(line, field, n) == 0 && line[n] == ':') {
+            v = strtol(line + n + 1, NULL, 10);
+            break;
+        }
     fclose(f);
-    return dying;
+    return v;
 }
 
-/* Seizes one thread and asks it to stop; 1 when seized, 0 when it is gone. */
-static int seize_one(struct stopped_process *sp, pid_t tid, char *err, size_t errlen)
+/* The system call thread `tid` is blocked in: its number, -1 when it runs
+ * or is blocked outside one, -2 when it cannot be read. */
+static long task_syscall(pid_t pid, pid_t tid)
 {
-    if (ptrace(PTRACE_SEIZE, tid, 0, (void *)(long)PTRACE_O_TRACESYSGOOD) != 0) {
-        int e = errno;
-        if (e == ESRCH || (e == EPERM && exiting(sp->pid, tid)))
-            return 0;
-        snprintf(err, errlen, "ptrace seize thread %d of process %d: %s%s", (int)tid,
-                 (int)sp->pid, strerror(e), e == EPERM ? " (traced by another, or ptrace refused to heapprofd)" : "");
-        return e == EPERM ? -EBUSY : -e;
-    }
-    if (sp->n == sp->cap) {
-        size_t cap = sp->cap ? 2 * sp->cap : 16;
-        struct stopped_thread *v = realloc(sp->v, cap * sizeof(*v));
-        if (!v) {
-            ptrace(PTRACE_DETACH, tid, 0, 0);
-            return -ENOMEM;
-        }
-        sp->v = v;
-        sp->cap = cap;
-    }
-    sp->v[sp->n++] = (struct stopped_thread){.tid = tid};
-    if (ptrace(PTRACE_INTERRUPT, tid, 0, 0) != 0 && errno != ESRCH)
-        return -errno;
-    return 1;
+    char path[64], buf[64];
+    snprintf(path, sizeof(path), "/proc/%d/task/%d/syscall", (int)pid, (int)tid);
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return -2;
+    long nr = -2;
+    if (fgets(buf, sizeof(buf), f))
+        nr = strncmp(buf, "running", 7) == 0 ? -1 : strtol(buf, NULL, 10);
+    fclose(f);
+    return nr < -1 ? -1 : nr;
 }
 
-/* Waits for threads [from, sp->n) to stop; drops those that exited. */
-static int wait_stopped(struct stopped_process *sp, size_t from, char *err, size_t errlen)
+/* Keeps the siginfo of the signal-delivery stop the thread is in. */
+static void hold_signal(struct stopped_thread *st)
 {
-    for (size_t i = from; i < sp->n;) {
-        int status;
-        int e = wait_thread(sp->v[i].tid, &status);
-        if (e) {
-            snprintf(err, errlen, "stop thread %d of process %d: %s", (int)sp->v[i].tid,
-                     (int)sp->pid, strerror(-e));
-            return e;
-        }
-        if (WIFEXITED(status) || WIFSIGNALED(status)) {
-            sp->v[i] = sp->v[--sp->n];
-            continue;
-        }
-        /* A signal-delivery stop: the signal is ours to deliver at release. */
-        if (WIFSTOPPED(status) && (status >> 16) == 0 && WSTOPSIG(status) != SIGTRAP)
-            sp->v[i].pending_sig = WSTOPSIG(status);
-        i++;
+    siginfo_t si;
+    if (ptrace(PTRACE_GETSIGINFO, st->tid, 0, &si) != 0)
+        return;
+    /* A standard signal pending twice is pending once (signal(7)): a burst
+     * of SIGCHLD while the thread is held is one SIGCHLD. */
+    for (size_t i = 0; si.si_signo < SIGRTMIN && i < st->nheld; i++)
+        if (st->held[i].si_signo == si.si_signo)
+            return;
+    if (st->nheld < THREAD_MAX_HELD_SIGNALS)
+        st->held[st->nheld++] = si;
+    else
+        st->lost_signals++;
+}
+
+/* Whether a stop with `status` is a signal-delivery stop. */
+static int signal_delivery(int status)
+{
+    return WIFSTOPPED(status) && (status >> 16) == 0 && WSTOPSIG(status) != (SIGTRAP | 0x80);
+}
+
+/* Whether the stopped thread's pc is inside an rseq critical section: it
+ * must not be moved, or it would come back without its abort. */
+static int in_rseq_critical_section(const struct stopped_thread *st)
+{
+    struct {
+        uint64_t rseq_abi_pointer;
+        uint32_t rseq_abi_size, signature, flags, pad;
+    } conf;
+    if (ptrace(PTRACE_GET_RSEQ_CONFIGURATION, st->tid, sizeof(conf), &conf) != (long)sizeof(conf) ||
+        !conf.rseq_abi_pointer)
+        return 0;
+    uint64_t cs_addr;
+    if (pread(st->mem_fd, &cs_addr, 8, (off_t)(conf.rseq_abi_pointer + 8)) != 8)
+        return 1; /* cannot tell: treat as inside */
+    if (!cs_addr)
+        return 0;
+    struct {
+        uint32_t version, flags;
+        uint64_t start_ip, post_commit_offset, abort_ip;
+    } cs;
+    if (pread(st->mem_fd, &cs, sizeof(cs), (off_t)cs_addr) != (ssize_t)sizeof(cs))
+        return 1;
+    return st->regs.rip - cs.start_ip < cs.post_commit_offset;
+}
+
+/* Detaches a thread we stopped but will not use; its held signal (if it
+ * was stopped in a signal-delivery stop) is delivered as it came. */
+static void let_go(struct stopped_thread *st, int status)
+{
+    int sig = signal_delivery(status) ? WSTOPSIG(status) : 0;
+    ptrace(PTRACE_DETACH, st->tid, 0, (void *)(long)sig);
+}
+
+/* Seizes and stops `tid`; 0, or 1 if it is unfit once stopped (let go
+ * again, `why` says why), or -errno. */
+static int try_thread(struct stopped_thread *st, pid_t tid, const char **why)
+{
+    char path[64];
+    if (ptrace(PTRACE_SEIZE, tid, 0, (void *)(long)PTRACE_O_TRACESYSGOOD) != 0)
+        return errno == ESRCH ? 1 : -errno;
+    st->tid = tid;
+    st->nheld = 0;
+    int status = 0;
+    int e = ptrace(PTRACE_INTERRUPT, tid, 0, 0) == 0 ? 0 : -errno;
+    if (e == 0)
+        e = wait_thread(tid, &status, THREAD_STOP_TIMEOUT_MS);
+    if (e == 0 && !WIFSTOPPED(status))
+        return *why = "exited", 1;
+    if (e)
+        return e; /* our thread's exit detaches it (inject.c) */
+    st->stopped_at_ns = monotonic_ns();
+    /* A tid listed a moment ago may name another process's thread now. */
+    snprintf(path, sizeof(path), "/proc/%d/task/%d", (int)st->pid, (int)tid);
+    int unfit = access(path, F_OK) != 0;
+    *why = "no longer a thread of the process";
+    if (!unfit && task_status_field(st->pid, tid, "Seccomp") != 0)
+        unfit = 1, *why = "under seccomp";
+    if (!unfit && (e = thread_get_regs(tid, &st->regs)) != 0)
+        unfit = 1, *why = "registers unreadable";
+    if (!unfit && in_rseq_critical_section(st))
+        unfit = 1, *why = "inside an rseq critical section";
+    if (unfit) {
+        let_go(st, status);
+        return 1;
     }
+    if (signal_delivery(status))
+        hold_signal(st); /* suppressed by our first resume, queued again at release */
     return 0;
 }
 
-/*
- * Seizes every thread, round after round: all of a round's threads are
- * asked to stop before any is waited for, so that they stop side by side
- * (one at a time, a busy process's 16 threads took up to 40 ms each to be
- * scheduled into their stop here). A round finds new threads only if a
- * thread of the round before created them before it stopped.
- */
-int thread_stop_all(pid_t pid, struct stopped_process *sp, char *err, size_t errlen)
+/* Candidate threads in order of preference: running, blocked outside a
+ * system call, blocked in one that restarts. */
+static size_t candidates(pid_t pid, pid_t *out, size_t cap, int *skipped_seccomp,
+                         int *skipped_traced, int *skipped_syscall)
 {
-    memset(sp, 0, sizeof(*sp));
-    sp->pid = pid;
-    sp->stopped_at_ns = monotonic_ns();
     char path[64];
     snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
-    for (int round = 0; round < THREAD_STOP_MAX_ROUNDS; round++) {
-        DIR *d = opendir(path);
-        if (!d) {
-            int e = errno == ENOENT ? -ESRCH : -errno;
-            snprintf(err, errlen, "list the threads of process %d: %s", (int)pid, strerror(-e));
-            thread_resume_all(sp);
-            return e;
+    DIR *d = opendir(path);
+    if (!d)
+        return 0;
+    pid_t cls[3][THREAD_MAX_CANDIDATES];
+    size_t ncls[3] = {0, 0, 0};
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+        pid_t tid = (pid_t)atoi(de->d_name);
+        if (tid <= 0)
+            continue;
+        if (task_status_field(pid, tid, "TracerPid") > 0) {
+            (*skipped_traced)++;
+            continue;
         }
-        size_t before = sp->n;
-        int e = 0;
-        struct dirent *de;
-        while (e >= 0 && (de = readdir(d)) != NULL) {
-            pid_t tid = (pid_t)atoi(de->d_name);
-            if (tid > 0 && !seized(sp, tid))
-                e = seize_one(sp, tid, err, errlen);
+        if (task_status_field(pid, tid, "Seccomp") > 0) {
+            (*skipped_seccomp)++;
+            continue;
         }
-        closedir(d);
-        if (e >= 0)
-            e = wait_stopped(sp, before, err, errlen);
-        if (e < 0) {
-            thread_resume_all(sp);
-            return e;
+        long nr = task_syscall(pid, tid);
+        int c = nr == -1 ? 0 : thread_stop_syscall_safe(nr) ? 2 : -1;
+        if (c < 0) {
+            (*skipped_syscall)++;
+            continue;
         }
-        if (sp->n == before) {
-            if (sp->n == 0) {
-                snprintf(err, errlen, "process %d has no threads left", (int)pid);
-                thread_resume_all(sp); /* frees the array its exited threads left */
-                return -ESRCH;
+        if (c == 0) {
+            char state[64];
+            snprintf(state, sizeof(state), "/proc/%d/task/%d/stat", (int)pid, (int)tid);
+            FILE *f = fopen(state, "re");
+            char s = 'R';
+            if (f) {
+                if (fscanf(f, "%*d (%*[^)]) %c", &s) != 1)
+                    s = 'R';
+                fclose(f);
             }
-            return 0; /* every thread was stopped already: none can have appeared */
+            c = s == 'R' ? 0 : 1;
+        }
+        if (ncls[c] < THREAD_MAX_CANDIDATES)
+            cls[c][ncls[c]++] = tid;
+    }
+    closedir(d);
+    size_t n = 0;
+    for (int c = 0; c < 3; c++)
+        for (size_t i = 0; i < ncls[c] && n < cap; i++)
+            out[n++] = cls[c][i];
+    return n;
+}
+
+int thread_stop_one(pid_t pid, int mem_fd, struct stopped_thread *st, char *err, size_t errlen)
+{
+    memset(st, 0, sizeof(*st));
+    st->pid = pid;
+    st->mem_fd = mem_fd;
+    pid_t cand[THREAD_MAX_CANDIDATES];
+    int seccomp = 0, traced = 0, blocked = 0;
+    size_t n = candidates(pid, cand, THREAD_MAX_CANDIDATES, &seccomp, &traced, &blocked);
+    const char *why = NULL;
+    for (size_t i = 0; i < n; i++) {
+        int e = try_thread(st, cand[i], &why);
+        if (e == 0)
+            return 0;
+        if (e < 0) {
+            snprintf(err, errlen, "stop thread %d of process %d: %s", (int)cand[i], (int)pid,
+                     strerror(-e));
+            return e == -EPERM ? -EBUSY : e;
         }
     }
-    snprintf(err, errlen, "process %d keeps creating threads", (int)pid);
-    thread_resume_all(sp);
+    if (n == 0 && traced + seccomp + blocked == 0) {
+        snprintf(err, errlen, "process %d has no threads left", (int)pid);
+        return -ESRCH;
+    }
+    if (n == 0 && blocked == 0) {
+        snprintf(err, errlen, "every thread of process %d is %s", (int)pid,
+                 traced ? "traced by another process" : "under seccomp");
+        return -EBUSY;
+    }
+    snprintf(err, errlen, "no thread of process %d can be stopped unseen now (%d blocked in "
+             "calls a stop would fail with EINTR%s%s)", (int)pid, blocked, why ? "; " : "",
+             why ? why : "");
     return -EAGAIN;
 }
 
-uint64_t thread_resume_all(struct stopped_process *sp)
+/* Resumes the thread to its next system call stop; signals on the way are
+ * held. `info` gets the stop's details. */
+static int to_syscall_stop(struct stopped_thread *st, unsigned ms, struct __ptrace_syscall_info *info)
 {
-    for (size_t i = 0; i < sp->n; i++)
-        ptrace(PTRACE_DETACH, sp->v[i].tid, 0, (void *)(long)sp->v[i].pending_sig);
-    uint64_t took = monotonic_ns() - sp->stopped_at_ns;
-    free(sp->v);
-    sp->v = NULL;
-    sp->n = sp->cap = 0;
-    return took;
-}
-
-int thread_get_regs(pid_t tid, struct user_regs_struct *r)
-{
-    return ptrace(PTRACE_GETREGS, tid, 0, r) == 0 ? 0 : -errno;
-}
-
-int thread_set_regs(pid_t tid, const struct user_regs_struct *r)
-{
-    return ptrace(PTRACE_SETREGS, tid, 0, r) == 0 ? 0 : -errno;
-}
-
-/* Resumes thread `i` to its next system call stop (entry or exit); 0 or
- * -errno. A signal that stops it first is kept for its release. */
-static int to_syscall_stop(struct stopped_process *sp, size_t i)
-{
-    pid_t tid = sp->v[i].tid;
-    for (int tries = 0; tries < 8; tries++) {
-        if (ptrace(PTRACE_SYSCALL, tid, 0, 0) != 0)
+    uint64_t deadline = monotonic_ns() + (uint64_t)ms * 1000000u;
+    for (;;) {
+        if (ptrace(PTRACE_SYSCALL, st->tid, 0, 0) != 0)
             return -errno;
         int status;
-        int e = wait_thread(tid, &status);
+        uint64_t now = monotonic_ns();
+        int e = wait_thread(st->tid, &status, now >= deadline ? 1 : (unsigned)((deadline - now) / 1000000u) + 1);
         if (e)
             return e;
         if (!WIFSTOPPED(status))
             return -ESRCH;
-        if (WSTOPSIG(status) == (SIGTRAP | 0x80))
+        if (WSTOPSIG(status) == (SIGTRAP | 0x80)) {
+            if (ptrace(PTRACE_GET_SYSCALL_INFO, st->tid, sizeof(*info), info) <= 0)
+                return -errno;
             return 0;
-        if ((status >> 16) == 0)
-            sp->v[i].pending_sig = WSTOPSIG(status);
+        }
+        if (signal_delivery(status)) {
+            int sig = WSTOPSIG(status);
+            siginfo_t si;
+            /* A fault of the thread itself inside our code: stop here. */
+            if ((sig == SIGSEGV || sig == SIGBUS || sig == SIGILL || sig == SIGFPE) &&
+                ptrace(PTRACE_GETSIGINFO, st->tid, 0, &si) == 0 && si.si_code > 0)
+                return -EFAULT;
+            hold_signal(st);
+        }
+        if (monotonic_ns() > deadline)
+            return -ETIMEDOUT;
     }
-    return -EAGAIN;
 }
 
-int thread_remote_syscall(struct stopped_process *sp, size_t i, uint64_t gadget, long nr,
+/* Our registers for a call: the stopped ones, with the pc, the stack and
+ * the system call state ours. */
+static struct user_regs_struct call_regs(const struct stopped_thread *st, uint64_t pc)
+{
+    struct user_regs_struct r = st->regs;
+    r.orig_rax = (uint64_t)-1;
+    r.rip = pc;
+    r.rsp = (st->regs.rsp - 256) & ~15ULL;
+    r.eflags &= ~0x400ULL; /* the ABI's direction flag */
+    return r;
+}
+
+int thread_remote_syscall(struct stopped_thread *st, uint64_t stub, long nr,
                           const uint64_t args[6], int64_t *ret)
 {
-    pid_t tid = sp->v[i].tid;
-    struct user_regs_struct saved, r;
-    int e = thread_get_regs(tid, &saved);
-    if (e)
-        return e;
-    r = saved;
+    struct user_regs_struct r = call_regs(st, stub);
     r.rax = (uint64_t)nr;
-    r.orig_rax = (uint64_t)-1;
     r.rdi = args[0];
     r.rsi = args[1];
     r.rdx = args[2];
     r.r10 = args[3];
     r.r8 = args[4];
     r.r9 = args[5];
-    r.rip = gadget;
-    /* Below the red zone: the stub pushes the flags it restores. */
-    r.rsp = (saved.rsp - 256) & ~15ULL;
-    e = thread_set_regs(tid, &r);
+    struct __ptrace_syscall_info info;
+    int e = thread_set_regs(st->tid, &r);
     thread_crash_point(); /* pointed at the stub, not yet run */
     if (e == 0)
-        e = to_syscall_stop(sp, i); /* entry */
+        e = to_syscall_stop(st, THREAD_STOP_TIMEOUT_MS, &info); /* entry */
     thread_crash_point(); /* at the stub's system call */
     if (e == 0)
-        e = to_syscall_stop(sp, i); /* exit */
+        e = to_syscall_stop(st, THREAD_STOP_TIMEOUT_MS, &info); /* exit */
     thread_crash_point(); /* past it */
-    if (e == 0)
-        e = thread_get_regs(tid, &r);
-    if (e == 0 && r.rip != gadget + 2)
+    if (e == 0 && (info.op != PTRACE_SYSCALL_INFO_EXIT || info.instruction_pointer != stub + 2))
         e = -EFAULT; /* not our system call's exit */
-    *ret = (int64_t)r.rax;
-    int e2 = thread_set_regs(tid, &saved);
-    return e ? e : e2;
+    if (e == 0)
+        *ret = info.exit.rval;
+    return e;
+}
+
+int thread_remote_call(struct stopped_thread *st, uint64_t stub, uint64_t func, uint64_t arg)
+{
+    struct user_regs_struct r = call_regs(st, func);
+    r.rsp = ((st->regs.rsp - 512) & ~15ULL) - 8; /* as after a call */
+    r.rdi = arg;
+    if (pwrite(st->mem_fd, &stub, 8, (off_t)r.rsp) != 8)
+        return -EIO;
+    int e = thread_set_regs(st->tid, &r);
+    uint64_t deadline = monotonic_ns() + THREAD_CALL_TIMEOUT_MS * 1000000ULL;
+    struct __ptrace_syscall_info info;
+    while (e == 0) {
+        uint64_t now = monotonic_ns();
+        if (now >= deadline)
+            return -ETIMEDOUT;
+        e = to_syscall_stop(st, (unsigned)((deadline - now) / 1000000u) + 1, &info);
+        if (e == -ETIMEDOUT)
+            return e;
+        if (e == 0 && info.op == PTRACE_SYSCALL_INFO_ENTRY &&
+            info.instruction_pointer == stub + 2 && info.entry.nr == 39)
+            break; /* HP_REMOTE_DONE_SYSCALL at the stub: done */
+    }
+    if (e == 0)
+        e = to_syscall_stop(st, THREAD_STOP_TIMEOUT_MS, &info); /* its exit */
+    return e;
+}
+
+/* Queues each held signal again, from the thread itself: the kernel lets
+ * a thread send itself any siginfo, so SI_TKILL and sigqueue values come
+ * back as they were sent. */
+static void requeue_signals(struct stopped_thread *st, uint64_t stub)
+{
+    uint64_t at = ((st->regs.rsp - STACK_SCRATCH) & ~15ULL);
+    for (size_t i = 0; i < st->nheld; i++) {
+        siginfo_t *si = &st->held[i];
+        int64_t ret = 0;
+        uint64_t args[6] = {(uint64_t)st->pid, (uint64_t)st->tid, (uint64_t)si->si_signo, at};
+        if (pwrite(st->mem_fd, si, sizeof(*si), (off_t)at) != (ssize_t)sizeof(*si) ||
+            thread_remote_syscall(st, stub, SYS_rt_tgsigqueueinfo, args, &ret) != 0 || ret != 0)
+            fprintf(stderr, "heapprofd: pid %d: signal %d that arrived during a stop could not "
+                    "be queued again to thread %d\n", (int)st->pid, si->si_signo, (int)st->tid);
+    }
+}
+
+uint64_t thread_release(struct stopped_thread *st, uint64_t stub)
+{
+    size_t held = st->nheld;
+    if (stub && held)
+        requeue_signals(st, stub);
+    /* With a signal queued, the kernel's own delivery decides whether the
+     * interrupted call restarts (it depends on the handler); without one,
+     * it restarts, as the kernel would do after a stop. */
+    struct user_regs_struct r = st->regs;
+    if (!held || !stub)
+        remote_stub_resume_regs(&st->regs, &r);
+    thread_set_regs(st->tid, &r);
+    /* Without a stub the first held signal is delivered by the detach, its
+     * siginfo made up by the kernel: better than none. */
+    ptrace(PTRACE_DETACH, st->tid, 0, (void *)(long)(!stub && held ? st->held[0].si_signo : 0));
+    if (st->lost_signals)
+        fprintf(stderr, "heapprofd: pid %d: %d signals to thread %d during a stop were lost\n",
+                (int)st->pid, st->lost_signals, (int)st->tid);
+    return monotonic_ns() - st->stopped_at_ns;
+}
+
+void thread_abandon(struct stopped_thread *st)
+{
+    ptrace(PTRACE_DETACH, st->tid, 0, 0);
 }

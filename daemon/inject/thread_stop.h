@@ -1,65 +1,100 @@
 /*
- * thread_stop.h - stops every thread of a process with ptrace (seize and
- * interrupt, until no new thread appears), runs system calls in one of
- * them, and lets them all go again as they were.
+ * thread_stop.h - stops one thread of a process with ptrace, chosen so
+ * that running our code on it is safe, runs system calls and a function
+ * of the sampler in it, and lets it go as it was. The process's other
+ * threads run on throughout: what the sampler changes (relocation slots)
+ * needs no thread stopped.
  *
  * Seizing (not attaching) sends no SIGSTOP, and no PTRACE_O_EXITKILL is
- * set: if heapprofd dies while a process is stopped, the kernel detaches
- * it and it runs on untouched. A signal that arrives while a thread is
- * stopped is kept and delivered when it is released.
+ * set: if heapprofd dies while the thread is stopped, the kernel detaches
+ * it and it runs on (the stub of remote_stub.h returns it to where it
+ * was). Every wait is bounded, and the caller runs all of this on a thread
+ * of its own (inject.c): a ptrace relation ends with its tracer thread, so
+ * no error path can leave the thread stopped.
+ *
+ * A signal that arrives while the thread is held keeps its siginfo: it is
+ * queued again, by the thread itself, before it is let go.
  */
 #ifndef HEAPPROF_THREAD_STOP_H
 #define HEAPPROF_THREAD_STOP_H
 
+#include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 #include <sys/user.h>
 
-/* How long a thread may take to stop (one in an uninterruptible sleep
- * stops when it wakes) before we give up and let the others go. */
+/* How long a thread may take to stop, or a remote call to finish, before
+ * we give up. */
 #define THREAD_STOP_TIMEOUT_MS 1000
-/* Rounds of "seize the threads not yet seized": each round's threads were
- * created by threads still running in the round before. */
-#define THREAD_STOP_MAX_ROUNDS 64
+#define THREAD_CALL_TIMEOUT_MS 2000
+/* Signals kept for the thread while it is held; a thread held a few ms
+ * rarely gets one, and standard signals do not queue anyway. */
+#define THREAD_MAX_HELD_SIGNALS 8
+/* Threads tried before giving up: each is a candidate that turned out
+ * unfit once stopped (inside an rseq critical section, a seccomp filter
+ * installed meanwhile). */
+#define THREAD_MAX_CANDIDATES 16
 
+/* The one stopped thread. */
 struct stopped_thread {
-    pid_t tid;
-    int pending_sig; /* a signal that arrived meanwhile, delivered at release */
-};
-
-/* The stopped threads of one process; owns its array. */
-struct stopped_process {
-    pid_t pid;
-    struct stopped_thread *v;
-    size_t n, cap;
+    pid_t pid, tid;
+    struct user_regs_struct regs; /* as stopped: what it goes back to */
+    siginfo_t held[THREAD_MAX_HELD_SIGNALS];
+    size_t nheld;
+    int lost_signals;             /* held signals beyond the array (counted, not kept) */
+    int mem_fd;                   /* /proc/PID/mem, the caller's, for the stack writes */
     uint64_t stopped_at_ns;
 };
 
 /*
- * Seizes and stops every thread of `pid`. Returns 0, -EBUSY when the
- * process is already traced, -ESRCH when it is gone, -ETIMEDOUT, or
- * another -errno; on failure nothing stays stopped.
+ * Stops one thread of `pid` fit to run our calls: not traced, not under
+ * seccomp (a filter could kill the process for our system calls), not
+ * blocked in a system call that Linux does not restart after a stop
+ * (thread_stop_syscall_safe()), not inside an rseq critical section, and
+ * still a thread of `pid` once seized. `mem_fd` is /proc/PID/mem, open
+ * read-write. Returns 0, or -errno with the reason: -ESRCH (gone), -EBUSY
+ * (no thread fit: traced, seccomp), -EAGAIN (none fit now: blocked in such
+ * calls), -ETIMEDOUT.
  */
-int thread_stop_all(pid_t pid, struct stopped_process *sp, char *err, size_t errlen);
+int thread_stop_one(pid_t pid, int mem_fd, struct stopped_thread *st, char *err, size_t errlen);
 
-/* Releases every thread (with the signals kept for them); returns how long
- * since the first was asked to stop, in ns: the longest any was stopped. */
-uint64_t thread_resume_all(struct stopped_process *sp);
+/* Whether a thread blocked in system call `nr` may be stopped: Linux does
+ * not restart some calls after a stop but fails them with EINTR (signal(7),
+ * "Interruption of system calls and library functions by stop signals"). */
+int thread_stop_syscall_safe(long nr);
+
+/*
+ * Runs system call `nr` with `args` in the stopped thread through the stub
+ * at `stub` (remote_stub.h). Returns 0 and the call's result in `*ret` (a
+ * -errno of the call itself included), or -errno when ptrace failed.
+ */
+int thread_remote_syscall(struct stopped_thread *st, uint64_t stub, long nr,
+                          const uint64_t args[6], int64_t *ret);
+
+/*
+ * Calls `func(arg)` in the stopped thread with the stub's address as its
+ * return address: `func` ends with the system call
+ * HP_REMOTE_DONE_SYSCALL, whose entry stop at the stub says it is done
+ * (sampler/report.S). Returns 0, -EFAULT if the thread faulted in it (it
+ * is put back as it was), or -ETIMEDOUT: then the thread is still inside
+ * and must be let go with the stub left in place, to finish by itself.
+ */
+int thread_remote_call(struct stopped_thread *st, uint64_t stub, uint64_t func, uint64_t arg);
+
+/*
+ * Lets the thread go: the signals held for it queued again through the
+ * stub (0: none can be), its registers back, detached. Returns how long it
+ * was stopped, in ns.
+ */
+uint64_t thread_release(struct stopped_thread *st, uint64_t stub);
+
+/* Lets a thread still inside a remote call go on by itself (after
+ * -ETIMEDOUT): the stub returns it to where it was. */
+void thread_abandon(struct stopped_thread *st);
 
 int thread_get_regs(pid_t tid, struct user_regs_struct *r);
 int thread_set_regs(pid_t tid, const struct user_regs_struct *r);
-
-/*
- * Runs system call `nr` with `args` in stopped thread `i` of `sp`, by
- * pointing it at the stub at `gadget` (remote_stub.h, built for this
- * thread) and running it from the call's entry stop to its exit stop;
- * the thread's registers are left as they were. Returns 0 and the
- * call's result in `*ret` (a -errno of the call itself included), or -errno
- * when ptrace failed.
- */
-int thread_remote_syscall(struct stopped_process *sp, size_t i, uint64_t gadget, long nr,
-                          const uint64_t args[6], int64_t *ret);
 
 /*
  * For the tests of a daemon killed mid-injection: with the environment

@@ -372,6 +372,11 @@ int elf_file_type(const struct elf_file *ef)
     return ef->ehdr.e_type;
 }
 
+int elf_file_machine(const struct elf_file *ef)
+{
+    return ef->ehdr.e_machine;
+}
+
 int elf_file_build_id(const struct elf_file *ef, char *hex, size_t cap)
 {
     char full[BUILD_ID_HEX_SIZE];

@@ -40,6 +40,8 @@ void elf_file_close(struct elf_file *ef);
 
 /* ET_EXEC, ET_DYN, ... */
 int elf_file_type(const struct elf_file *ef);
+/* EM_X86_64, EM_AARCH64, ...: the machine its code is for. */
+int elf_file_machine(const struct elf_file *ef);
 
 /*
  * The GNU build ID (NT_GNU_BUILD_ID note) as lowercase hex into `hex`

@@ -262,6 +262,7 @@ static int walk_link_maps(struct target *t, const struct proc_maps *maps, uint64
     if (rd.r_version == 0 || rd.r_map == NULL)
         return -ENOENT;
     lo->settled = rd.r_state == RT_CONSISTENT;
+    lo->r_debug = r_debug_addr;
 
     /* r_state may say RT_ADD during a dlopen; the chain is still linked, new objects at its end. */
     uint64_t addr = (uint64_t)(uintptr_t)rd.r_map;

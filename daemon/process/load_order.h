@@ -18,6 +18,7 @@
 #define HEAPPROF_LOAD_ORDER_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #include "proc_maps.h"
@@ -36,6 +37,7 @@ struct load_order {
     int from_linker; /* 1 if read from r_debug, 0 if the maps fallback was used */
     int settled;     /* from_linker, and r_debug said RT_CONSISTENT: no object being loaded
                       * (right after exec the linker is still mapping libraries) */
+    uint64_t r_debug; /* where the linker's struct r_debug is in the process, 0: unknown */
 };
 
 /*

@@ -195,3 +195,27 @@ int proc_each_pid(int (*fn)(pid_t pid, void *arg), void *arg)
     closedir(d);
     return r;
 }
+
+int proc_status_ids(pid_t pid, unsigned uids[3], unsigned gids[3], uid_t *owner)
+{
+    char path[64], line[256];
+    snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return -ESRCH;
+    struct stat st;
+    if (fstat(fileno(f), &st) != 0) {
+        fclose(f);
+        return -ESRCH;
+    }
+    *owner = st.st_uid;
+    int found = 0;
+    while (fgets(line, sizeof(line), f)) {
+        if (sscanf(line, "Uid: %u %u %u", &uids[0], &uids[1], &uids[2]) == 3)
+            found |= 1;
+        else if (sscanf(line, "Gid: %u %u %u", &gids[0], &gids[1], &gids[2]) == 3)
+            found |= 2;
+    }
+    fclose(f);
+    return found == 3 ? 0 : -ESRCH;
+}

@@ -58,4 +58,13 @@ bool proc_is_same_process(pid_t pid, uint64_t start_time, uint32_t exe_ino);
  */
 int proc_map_file_path(pid_t pid, uint64_t start, uint64_t end, char *buf, size_t len);
 
+/*
+ * The real, effective and saved uids and gids of `pid` (the "Uid:" and
+ * "Gid:" lines of /proc/PID/status), and the owner of that file: the
+ * effective uid while the process is dumpable, root (of its user
+ * namespace) once it is not. That is how the kernel shows another process
+ * the dumpable flag (task_dump_owner()). 0 or -ESRCH.
+ */
+int proc_status_ids(pid_t pid, unsigned uids[3], unsigned gids[3], uid_t *owner);
+
 #endif

@@ -1,9 +1,11 @@
 /*
  * inject_cycles.c - injects the in-process sampler into a running process
- * and takes its patches out again, N times, with the library heapprofd
- * uses (daemon/inject) but without BPF, for test_inprocess.py: after each
- * attach every entry must hold its jump, after each detach its original
- * bytes. Prints how long the process was stopped at each (median and
+ * and takes it out again, N times, with the library heapprofd uses
+ * (daemon/inject) but without BPF, for test_inprocess.py: after each
+ * attach some relocation slots must point at the sampler, after each
+ * detach the installer must have given back as many as it took, and the
+ * allocator's code must hold the same bytes throughout (no code is ever
+ * written). Prints how long a thread was stopped at each (median and
  * worst), which the benchmark reports too.
  *
  * usage: inject_cycles PID CYCLES
@@ -17,6 +19,8 @@
 
 #include "allocator.h"
 #include "inject.h"
+#include "proc_info.h"
+#include "sampler_choice.h"
 
 static int cmp_u64(const void *a, const void *b)
 {
@@ -24,22 +28,20 @@ static int cmp_u64(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-/* Whether every entry of `s` holds `jump` (1) or its original bytes (0). */
-static int entries_hold(pid_t pid, const struct inject_state *s, int jump)
+/* The first bytes of each allocator function, as the process holds them. */
+static int read_entries(pid_t pid, const struct allocator_plan *plan, uint8_t (*out)[16])
 {
     char path[64];
     snprintf(path, sizeof(path), "/proc/%d/mem", (int)pid);
     FILE *f = fopen(path, "rb");
     if (!f)
-        return 0;
+        return -1;
     int ok = 1;
-    for (size_t i = 0; i < s->n && ok; i++) {
-        uint8_t now[RELOCATE_PATCH_LEN];
-        ok = fseeko(f, (off_t)s->p[i].addr, SEEK_SET) == 0 && fread(now, 1, sizeof(now), f) == sizeof(now) &&
-             memcmp(now, jump ? s->p[i].jump : s->p[i].orig, sizeof(now)) == 0;
-    }
+    for (size_t i = 0; i < plan->n && ok; i++)
+        ok = fseeko(f, (off_t)plan->funcs[i].runtime_start, SEEK_SET) == 0 &&
+             fread(out[i], 1, 16, f) == 16;
     fclose(f);
-    return ok;
+    return ok ? 0 : -1;
 }
 
 int main(int argc, char **argv)
@@ -57,35 +59,44 @@ int main(int argc, char **argv)
         fprintf(stderr, "inject_cycles: resolve the allocator of %d: %s\n", (int)pid, err);
         return 1;
     }
-    struct inject_func f[HP_MAX_FUNCS];
-    for (size_t i = 0; i < plan.n; i++)
-        f[i] = (struct inject_func){.name = plan.funcs[i].name,
-                                    .addr = plan.funcs[i].runtime_start,
-                                    .code = plan.funcs[i].code,
-                                    .len = plan.funcs[i].code_len};
+    struct inject_plan ip;
+    uint8_t before[HP_MAX_FUNCS][16], now[HP_MAX_FUNCS][16];
+    uint64_t start_time = 0;
+    if (inprocess_plan(&plan, &ip, err, sizeof(err)) != 0 || proc_start_time(pid, &start_time) ||
+        read_entries(pid, &plan, before) != 0) {
+        fprintf(stderr, "inject_cycles: plan the sampler of %d: %s\n", (int)pid, err);
+        return 1;
+    }
     uint64_t *at = calloc((size_t)cycles, sizeof(*at)), *dt = calloc((size_t)cycles, sizeof(*dt));
     int rc = at && dt ? 0 : 1;
     unsigned seed = (unsigned)pid;
     for (int c = 0; c < cycles && rc == 0; c++) {
         struct inject_state s;
-        int e = inject_attach(pid, f, plan.n, 4096, NULL, NULL, &s, err, sizeof(err));
+        int e = inject_attach(pid, start_time, &ip, 4096, NULL, NULL, NULL, &s, err, sizeof(err));
         if (e) {
             fprintf(stderr, "inject_cycles: cycle %d: attach: %s\n", c, err);
             rc = 1;
             break;
         }
         at[c] = s.stopped_ns;
-        if (!entries_hold(pid, &s, 1)) {
-            fprintf(stderr, "inject_cycles: cycle %d: an entry is not patched\n", c);
+        uint32_t taken = s.status.slots_taken;
+        if (taken == 0) {
+            fprintf(stderr, "inject_cycles: cycle %d: no slot points at the sampler\n", c);
             rc = 1;
         }
         struct timespec pause = {0, (long)(rand_r(&seed) % 20) * 1000000L};
         nanosleep(&pause, NULL);
         e = inject_detach(&s, err, sizeof(err));
         dt[c] = s.stopped_ns;
-        if (e || !entries_hold(pid, &s, 0)) {
-            fprintf(stderr, "inject_cycles: cycle %d: detach: %s\n", c,
-                    e ? err : "an entry does not hold its original bytes");
+        if (e || s.status.result != (int64_t)taken) {
+            fprintf(stderr, "inject_cycles: cycle %d: detach: %s (%lld of %u slots given back)\n",
+                    c, e ? err : "not every slot was given back", (long long)s.status.result,
+                    taken);
+            rc = 1;
+        }
+        inject_state_close(&s);
+        if (read_entries(pid, &plan, now) != 0 || memcmp(before, now, plan.n * 16) != 0) {
+            fprintf(stderr, "inject_cycles: cycle %d: the allocator's code changed\n", c);
             rc = 1;
         }
     }

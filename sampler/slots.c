@@ -1,0 +1,400 @@
+/*
+ * slots.c - the sampler's installer: points the relocation slots that bind
+ * a process's modules to its allocator at the wrappers of sampler.c, and
+ * back again. It runs inside the process: once at an attach or a detach,
+ * called by the daemon through hp_remote_call (report.S) on one stopped
+ * thread, and after every dlopen or dlmopen, so that a module loaded later
+ * gets its slots before the call that loaded it returns.
+ *
+ * Why slots and never code: a uprobe another tool places on a function
+ * whose first bytes were rewritten makes the kernel emulate the file's
+ * instruction and resume inside the rewrite, and the process dies. Slots
+ * are data; the kernel, debuggers and live patchers never look at them.
+ *
+ * Which slots: in each module of the base namespace (the dynamic linker's
+ * r_debug list; another dlmopen namespace has an allocator of its own), the
+ * R_X86_64_JUMP_SLOT, R_X86_64_GLOB_DAT and R_X86_64_64 relocations against
+ * an entry's name whose slot holds the function the daemon resolved for
+ * it (hp_sampler_config.orig), or, for a lazily bound JUMP_SLOT, the PLT
+ * stub that pushes that slot's own index: the first call would bind it to
+ * the same function. A slot bound elsewhere (a module's own malloc, another
+ * namespace's) is left alone. Every store is one atomic 8-byte exchange, so
+ * a thread calling through a slot sees the old or the new pointer; a slot
+ * in a RELRO page is written with that page made writable for the store
+ * only. The modules are walked inside dl_iterate_phdr, whose lock keeps a
+ * concurrent dlopen or dlclose from changing them meanwhile.
+ */
+#include <elf.h>
+
+#include "hp_sampler.h"
+
+typedef __u64 u64;
+typedef __u32 u32;
+typedef unsigned long size_t;
+#define HIDDEN __attribute__((visibility("hidden")))
+
+extern struct hp_sampler_config hp_sampler_config HIDDEN;
+HIDDEN struct hp_install_status hp_install_status;
+
+/* The wrappers (sampler.c, report.S), by address only. */
+extern char hp_wrap_malloc[] HIDDEN, hp_wrap_calloc[] HIDDEN, hp_wrap_realloc[] HIDDEN,
+    hp_wrap_reallocarray[] HIDDEN, hp_wrap_posix_memalign[] HIDDEN,
+    hp_wrap_aligned_alloc[] HIDDEN, hp_wrap_memalign[] HIDDEN, hp_wrap_valloc[] HIDDEN,
+    hp_wrap_pvalloc[] HIDDEN, hp_wrap_free[] HIDDEN, hp_wrap_free_sized[] HIDDEN,
+    hp_wrap_free_aligned_sized[] HIDDEN, hp_wrap_dlopen[] HIDDEN, hp_wrap_dlmopen[] HIDDEN;
+
+/* The names, as a fixed array: a table of pointers would need dynamic
+ * relocations, which nobody applies to the injected object. */
+/* report.S reaches these by offset. */
+_Static_assert(__builtin_offsetof(struct hp_sampler_config, orig[HP_E_DLOPEN]) == 416, "report.S");
+_Static_assert(__builtin_offsetof(struct hp_sampler_config, orig[HP_E_DLMOPEN]) == 424, "report.S");
+_Static_assert(HP_REMOTE_DONE_SYSCALL == 39, "report.S");
+
+static const char entry_names[HP_ENTRY_COUNT][20] = {
+    "malloc",  "calloc", "realloc", "reallocarray", "posix_memalign",     "aligned_alloc",
+    "memalign", "valloc", "pvalloc", "free",        "free_sized",         "free_aligned_sized",
+    "dlopen",  "dlmopen",
+};
+
+/* A switch, not an array of addresses, for the same reason. */
+static u64 wrapper_of(u32 e)
+{
+    switch (e) {
+    case HP_E_MALLOC: return (u64)hp_wrap_malloc;
+    case HP_E_CALLOC: return (u64)hp_wrap_calloc;
+    case HP_E_REALLOC: return (u64)hp_wrap_realloc;
+    case HP_E_REALLOCARRAY: return (u64)hp_wrap_reallocarray;
+    case HP_E_POSIX_MEMALIGN: return (u64)hp_wrap_posix_memalign;
+    case HP_E_ALIGNED_ALLOC: return (u64)hp_wrap_aligned_alloc;
+    case HP_E_MEMALIGN: return (u64)hp_wrap_memalign;
+    case HP_E_VALLOC: return (u64)hp_wrap_valloc;
+    case HP_E_PVALLOC: return (u64)hp_wrap_pvalloc;
+    case HP_E_FREE: return (u64)hp_wrap_free;
+    case HP_E_FREE_SIZED: return (u64)hp_wrap_free_sized;
+    case HP_E_FREE_ALIGNED_SIZED: return (u64)hp_wrap_free_aligned_sized;
+    case HP_E_DLOPEN: return (u64)hp_wrap_dlopen;
+    case HP_E_DLMOPEN: return (u64)hp_wrap_dlmopen;
+    default: return 0;
+    }
+}
+
+/* The value each slot held before we took it, so that a detach puts back
+ * exactly that (a lazy slot its PLT stub). Open addressing by slot
+ * address; a slot that finds the table full is restored to orig, which
+ * binds the same function. Written only under the loader's lock. */
+#define SAVED_SLOTS 4096
+static struct {
+    u64 slot, old;
+} saved[SAVED_SLOTS];
+
+static u32 saved_index(u64 slot)
+{
+    return (u32)(((slot >> 3) * 0x9e3779b97f4a7c15ULL) >> 52) & (SAVED_SLOTS - 1);
+}
+
+static void save_old(u64 slot, u64 old)
+{
+    u32 i = saved_index(slot);
+    for (u32 n = 0; n < SAVED_SLOTS; n++, i = (i + 1) & (SAVED_SLOTS - 1))
+        if (saved[i].slot == 0 || saved[i].slot == slot) {
+            saved[i].slot = slot;
+            saved[i].old = old;
+            return;
+        }
+}
+
+static u64 saved_old(u64 slot, u64 otherwise)
+{
+    u32 i = saved_index(slot);
+    for (u32 n = 0; n < SAVED_SLOTS && saved[i].slot; n++, i = (i + 1) & (SAVED_SLOTS - 1))
+        if (saved[i].slot == slot)
+            return saved[i].old;
+    return otherwise;
+}
+
+static long sys_mprotect(u64 addr, u64 len, long prot)
+{
+    long r;
+    __asm__ volatile("syscall"
+                     : "=a"(r)
+                     : "a"(10L), "D"(addr), "S"(len), "d"(prot)
+                     : "rcx", "r11", "memory");
+    return r;
+}
+
+/* The loader's ABI (link.h), which is stable: the prefix of each struct. */
+struct phdr_info {
+    u64 addr;
+    const char *name;
+    const Elf64_Phdr *phdr;
+    Elf64_Half phnum;
+};
+struct link_map_abi {
+    u64 l_addr;
+    const char *l_name;
+    const Elf64_Dyn *l_ld;
+    const struct link_map_abi *l_next, *l_prev;
+};
+struct r_debug_abi {
+    int r_version;
+    const struct link_map_abi *r_map;
+    u64 r_brk;
+    int r_state; /* 0: RT_CONSISTENT */
+};
+typedef int (*phdr_callback)(struct phdr_info *info, size_t size, void *data);
+typedef int (*iterate_fn)(phdr_callback cb, void *data);
+
+/* Bounds on what the walk trusts of the loader's lists. */
+#define MAX_MODULES 65536
+#define MAX_DYNAMIC 1024
+
+/* One walk's operation and its tallies. */
+struct walk {
+    int op; /* HP_REMOTE_INSTALL or HP_REMOTE_UNINSTALL */
+    u32 modules, changed, taken, skipped, failed;
+};
+
+/* Whether `dyn` is the dynamic section of a module in the base namespace. */
+static int in_base_namespace(const Elf64_Dyn *dyn)
+{
+    const struct r_debug_abi *r = (const struct r_debug_abi *)hp_sampler_config.r_debug;
+    const struct link_map_abi *m = r ? r->r_map : 0;
+    for (u32 n = 0; m && n < MAX_MODULES; m = m->l_next, n++)
+        if (m->l_ld == dyn)
+            return 1;
+    return 0;
+}
+
+static int name_is(const char *a, const char *b)
+{
+    while (*a && *a == *b)
+        a++, b++;
+    return *a == *b;
+}
+
+/* The entry named `name` whose slots we take, or HP_ENTRY_COUNT. */
+static u32 entry_named(const char *name)
+{
+    for (u32 e = 0; e < HP_ENTRY_COUNT; e++)
+        if (name[0] == entry_names[e][0] && hp_sampler_config.orig[e] &&
+            name_is(name, entry_names[e]))
+            return e;
+    return HP_ENTRY_COUNT;
+}
+
+/* Whether `v` is the lazy PLT stub of JMPREL entry `index`: `push index`,
+ * after an endbr64 where the PLT has one. */
+static int lazy_stub_of(u64 v, u64 index)
+{
+    const unsigned char *c = (const unsigned char *)v;
+    if (c[0] == 0xf3 && c[1] == 0x0f && c[2] == 0x1e && c[3] == 0xfa)
+        c += 4;
+    if (c[0] != 0x68)
+        return 0;
+    u32 imm = (u32)c[1] | (u32)c[2] << 8 | (u32)c[3] << 16 | (u32)c[4] << 24;
+    return imm == index;
+}
+
+/* One module's layout, as far as writing its slots goes. */
+struct module {
+    u64 base;
+    const Elf64_Phdr *phdr;
+    u32 phnum;
+    u64 relro_lo, relro_hi; /* pages the loader made read-only */
+    const Elf64_Sym *symtab;
+    const char *strtab;
+    u64 strsz;
+};
+
+/* Whether `slot` lies in a writable segment (after the loader's RELRO). */
+static int writable(const struct module *m, u64 slot)
+{
+    for (u32 i = 0; i < m->phnum; i++) {
+        const Elf64_Phdr *p = &m->phdr[i];
+        if (p->p_type == PT_LOAD && (p->p_flags & PF_W) && slot >= m->base + p->p_vaddr &&
+            slot + 8 <= m->base + p->p_vaddr + p->p_memsz)
+            return 1;
+    }
+    return 0;
+}
+
+/* Exchanges `from` for `to` in `slot`; 1 if it did. */
+static int store(const struct module *m, u64 slot, u64 from, u64 to)
+{
+    u64 *p = (u64 *)slot;
+    if (slot >= m->relro_lo && slot < m->relro_hi) {
+        u64 page = slot & ~4095ULL;
+        if (sys_mprotect(page, 4096, 3 /* PROT_READ | PROT_WRITE */) != 0)
+            return 0;
+        int done = __atomic_compare_exchange_n(p, &from, to, 0, __ATOMIC_SEQ_CST,
+                                               __ATOMIC_SEQ_CST);
+        sys_mprotect(page, 4096, 1 /* PROT_READ */);
+        return done;
+    }
+    if (!writable(m, slot))
+        return 0;
+    return __atomic_compare_exchange_n(p, &from, to, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+}
+
+/* One relocation: takes or gives back its slot as the walk says. */
+static void one_slot(struct walk *w, const struct module *m, const Elf64_Rela *r, u64 index,
+                     int in_jmprel)
+{
+    u32 type = (u32)ELF64_R_TYPE(r->r_info), sym = (u32)ELF64_R_SYM(r->r_info);
+    if (!sym || (type != R_X86_64_JUMP_SLOT && type != R_X86_64_GLOB_DAT && type != R_X86_64_64))
+        return;
+    u64 st_name = m->symtab[sym].st_name;
+    if (st_name >= m->strsz)
+        return;
+    u32 e = entry_named(m->strtab + st_name);
+    if (e == HP_ENTRY_COUNT)
+        return;
+    u64 slot = m->base + r->r_offset, wrap = wrapper_of(e), orig = hp_sampler_config.orig[e];
+    u64 v = __atomic_load_n((u64 *)slot, __ATOMIC_ACQUIRE);
+    if (w->op == HP_REMOTE_UNINSTALL) {
+        if (v == wrap)
+            w->changed += store(m, slot, v, saved_old(slot, orig));
+        return;
+    }
+    if (v == wrap) {
+        w->taken++;
+        return;
+    }
+    int bound_here = v == orig && (type != R_X86_64_64 || r->r_addend == 0);
+    int lazy = !bound_here && in_jmprel && type == R_X86_64_JUMP_SLOT && v && lazy_stub_of(v, index);
+    if (!bound_here && !lazy) {
+        w->skipped++;
+        return;
+    }
+    if (store(m, slot, v, wrap)) {
+        save_old(slot, v);
+        w->changed++;
+        w->taken++;
+    } else {
+        w->failed++;
+    }
+}
+
+static void relocations(struct walk *w, const struct module *m, u64 table, u64 size,
+                        int in_jmprel)
+{
+    const Elf64_Rela *r = (const Elf64_Rela *)table;
+    for (u64 i = 0; table && i < size / sizeof(Elf64_Rela); i++)
+        one_slot(w, m, &r[i], i, in_jmprel);
+}
+
+/* A d_ptr as a runtime address: the loader rewrites them in place where
+ * the dynamic section is writable, and leaves them as link-time addresses
+ * where it is not. */
+static u64 dyn_ptr(u64 base, u64 v)
+{
+    return v < base ? v + base : v;
+}
+
+static int each_module(struct phdr_info *info, size_t size, void *data)
+{
+    struct walk *w = data;
+    (void)size;
+    struct module m = {.base = info->addr, .phdr = info->phdr, .phnum = info->phnum};
+    const Elf64_Dyn *dyn = 0;
+    for (u32 i = 0; i < m.phnum; i++) {
+        const Elf64_Phdr *p = &m.phdr[i];
+        if (p->p_type == PT_DYNAMIC)
+            dyn = (const Elf64_Dyn *)(m.base + p->p_vaddr);
+        if (p->p_type == PT_GNU_RELRO) {
+            m.relro_lo = (m.base + p->p_vaddr) & ~4095ULL;
+            m.relro_hi = (m.base + p->p_vaddr + p->p_memsz) & ~4095ULL;
+        }
+    }
+    if (!dyn || !in_base_namespace(dyn))
+        return 0;
+    w->modules++;
+    u64 jmprel = 0, jmprelsz = 0, rela = 0, relasz = 0;
+    for (u32 i = 0; i < MAX_DYNAMIC && dyn[i].d_tag != DT_NULL; i++) {
+        u64 v = dyn[i].d_un.d_val;
+        switch (dyn[i].d_tag) {
+        case DT_SYMTAB: m.symtab = (const Elf64_Sym *)dyn_ptr(m.base, v); break;
+        case DT_STRTAB: m.strtab = (const char *)dyn_ptr(m.base, v); break;
+        case DT_STRSZ: m.strsz = v; break;
+        case DT_JMPREL: jmprel = dyn_ptr(m.base, v); break;
+        case DT_PLTRELSZ: jmprelsz = v; break;
+        case DT_RELA: rela = dyn_ptr(m.base, v); break;
+        case DT_RELASZ: relasz = v; break;
+        default: break;
+        }
+    }
+    if (!m.symtab || !m.strtab)
+        return 0;
+    relocations(w, &m, jmprel, jmprelsz, 1);
+    relocations(w, &m, rela, relasz, 0);
+    return 0;
+}
+
+/* Walks the modules for `op`; the slots changed, or -errno. */
+static long walk_modules(int op, struct walk *w)
+{
+    const struct r_debug_abi *r = (const struct r_debug_abi *)hp_sampler_config.r_debug;
+    iterate_fn iterate = (iterate_fn)hp_sampler_config.dl_iterate_phdr;
+    if (hp_sampler_config.magic != HP_SAMPLER_MAGIC || !iterate || !r)
+        return -22; /* EINVAL: not configured */
+    w->op = op;
+    iterate(each_module, w);
+    return w->changed;
+}
+
+static void report(long result, const struct walk *w)
+{
+    hp_install_status.result = result;
+    hp_install_status.modules = w->modules;
+    hp_install_status.slots_taken = w->taken;
+    hp_install_status.slots_skipped = w->skipped;
+    hp_install_status.slots_failed = w->failed;
+}
+
+/* The daemon's remote call (report.S: hp_remote_call). A module list in
+ * the middle of a change (the stopped thread was inside the loader) is
+ * not walked: -EAGAIN, and the daemon tries again. */
+HIDDEN void hp_remote_dispatch(long op)
+{
+    struct walk w = {0};
+    const struct r_debug_abi *r = (const struct r_debug_abi *)hp_sampler_config.r_debug;
+    long result;
+    if (op != HP_REMOTE_INSTALL && op != HP_REMOTE_UNINSTALL)
+        result = -22;
+    else if (r && __atomic_load_n(&r->r_state, __ATOMIC_ACQUIRE) != 0)
+        result = -11; /* EAGAIN */
+    else
+        result = walk_modules((int)op, &w);
+    report(result, &w);
+}
+
+/* After a dlopen or dlmopen returned `handle` (report.S): the slots of what
+ * it loaded. */
+HIDDEN void hp_after_dlopen(u64 handle)
+{
+    if (!handle || !__atomic_load_n(&hp_sampler_config.enabled, __ATOMIC_ACQUIRE))
+        return;
+    struct walk w = {0};
+    if (walk_modules(HP_REMOTE_INSTALL, &w) >= 0)
+        __atomic_fetch_add(&hp_install_status.dlopens, 1, __ATOMIC_RELAXED);
+}
+
+/*
+ * A `ret` byte in the page of `ret_addr`, the return address of a dlopen
+ * call: dlopen is called with it as its own return address, so that it
+ * sees its caller's module (which decides the namespace and the RUNPATH
+ * searched), and the `ret` there returns to the wrapper. 0 if the page has
+ * none; the wrapper then only forwards, and counts it.
+ */
+HIDDEN u64 hp_ret_gadget(u64 ret_addr)
+{
+    const unsigned char *page = (const unsigned char *)(ret_addr & ~4095ULL);
+    for (u64 i = ret_addr & 4095; i < 4096; i++)
+        if (page[i] == 0xc3)
+            return (u64)&page[i];
+    for (u64 i = 0; i < (ret_addr & 4095); i++)
+        if (page[i] == 0xc3)
+            return (u64)&page[i];
+    __atomic_fetch_add(&hp_install_status.dlopen_untaken, 1, __ATOMIC_RELAXED);
+    return 0;
+}
