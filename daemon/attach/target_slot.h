@@ -6,6 +6,8 @@
 #ifndef HEAPPROF_TARGET_SLOT_H
 #define HEAPPROF_TARGET_SLOT_H
 
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -15,6 +17,21 @@
 #include "process_match.h"
 #include "targets.h"
 
+/*
+ * Where a target is in its life. Only the lock's holder changes it, and
+ * only forwards: ATTACHING -> LIVE -> DETACHING -> ENDED, or ATTACHING ->
+ * ENDED when the attach fails. The slow steps run outside the lock, and
+ * the state is what keeps everyone else off a slot meanwhile: a slot that
+ * is ATTACHING or DETACHING stays taken, and its pid's requests wait on
+ * `changed` until it is LIVE or gone.
+ */
+enum target_state {
+    TARGET_ATTACHING, /* its attach runs outside the lock: not profiled yet */
+    TARGET_LIVE,      /* profiled: what requests, the index and the reaper see */
+    TARGET_DETACHING, /* its probes are being removed outside the lock; `end` says why */
+    TARGET_ENDED,     /* out of its slot, about to be freed (target_free()) */
+};
+
 /* One profiled process. */
 struct target {
     pid_t pid;
@@ -23,8 +40,7 @@ struct target {
     struct process_facts facts; /* its comm, exe and cgroup, as last read */
     char allocator[256];
     struct probe_links probes;
-    int attaching; /* its attach runs outside the lock: not profiled yet */
-    int detaching; /* its slot stays taken until the probes are gone */
+    enum target_state state; /* under the lock */
     size_t nfuncs;   /* functions probed */
     size_t emulated; /* of which on an instruction the kernel emulates */
     /* What tells an exec: the executable's file, and the file mapped where
@@ -45,9 +61,31 @@ struct target {
     char sampler_note[256];          /* why the in-process sampler was not used, or "" */
     int owned;                  /* attached for a caller with a per-owner cap */
     uid_t owner;                /* that caller's uid */
-    enum target_end end;        /* set with `detaching`: why it goes */
-    int keep_profile;           /* set with `detaching`: keep its last profile first */
+    enum target_end end;        /* set as it becomes DETACHING: why it goes */
+    int keep_profile;           /* set as it becomes DETACHING: keep its last profile first */
 };
+
+/* Whether `tg` is profiled: attached, and not on its way out. */
+static inline bool target_live(const struct target *tg)
+{
+    return tg && tg->state == TARGET_LIVE;
+}
+
+/* The first live target in a slot at or after *i, with *i set to its slot;
+ * NULL when there is none. Under the lock. */
+static inline struct target *target_next_live(const struct targets *t, size_t *i)
+{
+    for (; *i < HP_MAX_TARGETS; (*i)++)
+        if (target_live(t->slot[*i]))
+            return t->slot[*i];
+    return NULL;
+}
+
+/* Runs the statement that follows for each live target `tg` (declared by
+ * the caller), in slot `i` (declared here). Under the lock; `break` and
+ * `continue` work as in any loop. */
+#define for_each_live_target(t, i, tg) \
+    for (size_t i = 0; ((tg) = target_next_live((t), &i)) != NULL; i++)
 
 /* Destroys the probes of `tg` and forgets its BPF state (unless
  * `keep_state`), keeping `tg` itself. Slow (each probe's removal waits for

@@ -7,10 +7,10 @@
  * Each process gets one slot: the slot indexes the BPF `images` map, which
  * holds the code ranges of the probed functions so that the BPF side can
  * tell the allocator calling itself from a real call, and the per-target
- * probe hit counter. A slot is reserved (`attaching`) while its attach runs
- * outside the lock, and kept (`detaching`) while its probes are removed
- * outside the lock, so neither the slot nor the pid's BPF state is reused
- * before the old one is gone.
+ * probe hit counter. A slot is reserved (TARGET_ATTACHING) while its
+ * attach runs outside the lock, and kept (TARGET_DETACHING) while its
+ * probes are removed outside the lock, so neither the slot nor the pid's
+ * BPF state is reused before the old one is gone (target_slot.h).
  */
 #include "targets.h"
 
@@ -206,7 +206,7 @@ static int owner_is_full(struct targets *t, uid_t owner, size_t *held)
 {
     *held = 0;
     for (size_t i = 0; i < HP_MAX_TARGETS; i++)
-        *held += t->slot[i] && !t->slot[i]->detaching && t->slot[i]->owned &&
+        *held += t->slot[i] && t->slot[i]->state != TARGET_DETACHING && t->slot[i]->owned &&
                  t->slot[i]->owner == owner;
     return t->max_per_owner && *held >= t->max_per_owner;
 }
@@ -228,7 +228,7 @@ restart:
     active = 0;
     for (size_t i = 0; i < HP_MAX_TARGETS; i++) {
         struct target *tg = t->slot[i];
-        if (tg && tg->pid == pid && (tg->attaching || tg->detaching)) {
+        if (tg && tg->pid == pid && !target_live(tg)) {
             pthread_cond_wait(&t->changed, &t->lock);
             goto restart; /* the table may have changed meanwhile */
         }
@@ -261,11 +261,12 @@ restart:
 static void finish_attach(struct targets *t, size_t slot, struct target *tg, int e, uint64_t t0)
 {
     if (e) {
+        tg->state = TARGET_ENDED;
         t->slot[slot] = NULL;
         if (e != -EAGAIN)
             t->attach_errors++;
     } else {
-        tg->attaching = 0;
+        tg->state = TARGET_LIVE;
         t->attached_total++;
         t->last_attach_ns = monotonic_ns() - t0;
         bpf_state_persist_target(t->bpf, (uint32_t)slot, (uint32_t)tg->pid, tg->start_time,
@@ -307,7 +308,7 @@ int targets_hold_set(struct targets *t, pid_t pid, const struct holders *holders
     struct target *tg = calloc(1, sizeof(*tg));
     if (!tg)
         return -ENOMEM;
-    *tg = (struct target){.pid = pid, .start_time = start_time, .attaching = 1,
+    *tg = (struct target){.pid = pid, .start_time = start_time, .state = TARGET_ATTACHING,
                           .owned = how->owner != NULL, .owner = how->owner ? *how->owner : 0};
     if (how->attached)
         how->attached->pid = 0;
@@ -367,13 +368,12 @@ int targets_hold(struct targets *t, pid_t pid, const struct hold_request *why, c
 /* Under the lock: the live target of `pid`, or NULL. */
 static struct target *find_live(struct targets *t, pid_t pid, size_t *slot)
 {
-    for (size_t i = 0; i < HP_MAX_TARGETS; i++) {
-        struct target *tg = t->slot[i];
-        if (tg && tg->pid == pid && !tg->attaching && !tg->detaching) {
+    struct target *tg;
+    for_each_live_target(t, i, tg)
+        if (tg->pid == pid) {
             *slot = i;
             return tg;
         }
-    }
     return NULL;
 }
 
@@ -427,11 +427,9 @@ int targets_scrub_inherited(struct targets *t, pid_t pid, char *err, size_t errl
 static size_t sharers_of(const struct targets *t, const struct target *tg)
 {
     size_t n = 0;
-    for (size_t i = 0; i < HP_MAX_TARGETS; i++) {
-        const struct target *o = t->slot[i];
-        n += o && o != tg && !o->attaching && !o->detaching && !o->inproc &&
-             o->malloc_inode == tg->malloc_inode;
-    }
+    const struct target *o;
+    for_each_live_target(t, i, o)
+        n += o != tg && !o->inproc && o->malloc_inode == tg->malloc_inode;
     return n;
 }
 
@@ -513,10 +511,8 @@ size_t targets_list(struct targets *t, struct target_info *out, size_t cap)
     if (cap && !slots)
         return 0;
     pthread_mutex_lock(&t->lock);
-    for (size_t i = 0; i < HP_MAX_TARGETS; i++) {
-        struct target *tg = t->slot[i];
-        if (!tg || tg->detaching || tg->attaching)
-            continue;
+    struct target *tg;
+    for_each_live_target(t, i, tg) {
         if (n < cap) {
             target_info_copy(t, tg, &out[n]);
             slots[n] = (uint32_t)i;

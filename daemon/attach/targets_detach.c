@@ -3,7 +3,7 @@
  * processes that exited, exec'd, or that nothing holds any more, keeping
  * the last profile of those that exited or went idle first (see
  * targets.h). The probes' removal waits for RCU, tens of ms, so it runs
- * outside the lock with the slot kept taken (`detaching`), and requests
+ * outside the lock with the slot kept taken (TARGET_DETACHING), and requests
  * for the pid wait on `changed` until it is done.
  */
 #include "targets.h"
@@ -90,6 +90,7 @@ void targets_detach_reused(struct targets *t, size_t slot)
 {
     struct target *tg = t->slot[slot];
     t->last_detach_ns = target_release_probes(t, tg, 0);
+    tg->state = TARGET_ENDED;
     target_free(tg);
     t->slot[slot] = NULL;
     t->detached_total++;
@@ -105,6 +106,7 @@ void targets_destroy(struct targets *t, int keep_state)
             continue;
         if (keep_state) {
             target_release_probes(t, tg, 1);
+            tg->state = TARGET_ENDED;
             target_free(tg);
             t->slot[i] = NULL;
         } else {
@@ -120,7 +122,7 @@ void targets_destroy(struct targets *t, int keep_state)
 static void mark(struct targets *t, size_t slot, enum target_end end, int keep_profile)
 {
     struct target *tg = t->slot[slot];
-    tg->detaching = 1;
+    tg->state = TARGET_DETACHING;
     tg->end = end;
     tg->keep_profile = keep_profile && t->on_farewell && tg->last_maps.n;
 }
@@ -169,6 +171,7 @@ static void let_go(struct targets *t, const size_t *slots, size_t n)
     for (size_t k = 0; k < n; k++) {
         struct target *tg = t->slot[slots[k]];
         t->idle_detached_total += tg->end == END_IDLE;
+        tg->state = TARGET_ENDED;
         target_free(tg);
         t->slot[slots[k]] = NULL;
         t->detached_total++;
@@ -188,11 +191,9 @@ static size_t mark_gone(struct targets *t, size_t *gone, pid_t *exec_d, struct h
 {
     size_t n = 0;
     *nexec = 0;
-    for (size_t i = 0; i < HP_MAX_TARGETS; i++) {
-        struct target *tg = t->slot[i];
+    struct target *tg;
+    for_each_live_target(t, i, tg) {
         uint64_t start_time;
-        if (!tg || tg->detaching || tg->attaching)
-            continue;
         int exited = proc_start_time(tg->pid, &start_time) != 0 || start_time != tg->start_time;
         int exec = !exited && has_exec_d(tg);
         if (!exited)
@@ -230,9 +231,9 @@ void targets_reap(struct targets *t)
     pid_t live[HP_MAX_TARGETS];
     size_t nlive = 0;
     pthread_mutex_lock(&t->lock);
-    for (size_t i = 0; i < HP_MAX_TARGETS; i++)
-        if (t->slot[i] && !t->slot[i]->detaching && !t->slot[i]->attaching)
-            live[nlive++] = t->slot[i]->pid;
+    struct target *tg;
+    for_each_live_target(t, i, tg)
+        live[nlive++] = tg->pid;
     pthread_mutex_unlock(&t->lock);
 
     /* Libraries loaded with dlopen, or a new program after exec, get their
@@ -256,13 +257,12 @@ size_t targets_expire(struct targets *t, uint64_t now_ns)
 {
     size_t gone[HP_MAX_TARGETS], n = 0;
     pthread_mutex_lock(&t->lock);
-    for (size_t i = 0; i < HP_MAX_TARGETS; i++) {
-        struct target *tg = t->slot[i];
-        if (tg && !tg->attaching && !tg->detaching && !holders_held(&tg->holders, now_ns)) {
+    struct target *tg;
+    for_each_live_target(t, i, tg)
+        if (!holders_held(&tg->holders, now_ns)) {
             mark(t, i, END_IDLE, 1);
             gone[n++] = i;
         }
-    }
     pthread_mutex_unlock(&t->lock);
     let_go(t, gone, n);
     return n;
@@ -272,9 +272,9 @@ void targets_release(struct targets *t, pid_t pid, enum hold_kind kind)
 {
     size_t gone[1], n = 0;
     pthread_mutex_lock(&t->lock);
-    for (size_t i = 0; i < HP_MAX_TARGETS && n == 0; i++) {
-        struct target *tg = t->slot[i];
-        if (!tg || tg->pid != pid || tg->attaching || tg->detaching)
+    struct target *tg;
+    for_each_live_target(t, i, tg) {
+        if (tg->pid != pid)
             continue;
         holders_drop(&tg->holders, kind);
         /* The window's profile is what the caller kept: no other. */
@@ -298,7 +298,7 @@ restart:
         uint64_t start_time;
         if (!tg || tg->pid != pid)
             continue;
-        if (tg->attaching || tg->detaching) {
+        if (!target_live(tg)) {
             /* Its attach fails on its own; its farewell is under way: wait
              * for it, so a request after the exit finds the kept profile. */
             pthread_cond_wait(&t->changed, &t->lock);
@@ -319,11 +319,10 @@ void targets_settle_exits(struct targets *t)
     pid_t gone[HP_MAX_TARGETS];
     size_t n = 0;
     pthread_mutex_lock(&t->lock);
-    for (size_t i = 0; i < HP_MAX_TARGETS; i++) {
-        struct target *tg = t->slot[i];
+    struct target *tg;
+    for_each_live_target(t, i, tg) {
         uint64_t start_time;
-        if (tg && !tg->attaching && !tg->detaching &&
-            (proc_start_time(tg->pid, &start_time) != 0 || start_time != tg->start_time))
+        if (proc_start_time(tg->pid, &start_time) != 0 || start_time != tg->start_time)
             gone[n++] = tg->pid;
     }
     pthread_mutex_unlock(&t->lock);
@@ -336,9 +335,9 @@ bool targets_exec_d(struct targets *t, pid_t pid, uint64_t event_ns, struct hold
 {
     size_t gone[1], n = 0;
     pthread_mutex_lock(&t->lock);
-    for (size_t i = 0; i < HP_MAX_TARGETS; i++) {
-        struct target *tg = t->slot[i];
-        if (!tg || tg->pid != pid || tg->attaching || tg->detaching)
+    struct target *tg;
+    for_each_live_target(t, i, tg) {
+        if (tg->pid != pid)
             continue;
         if (tg->attached_ns < event_ns) { /* else attached to the new program already */
             /* An owner's process is not attached again (see mark_gone). */
