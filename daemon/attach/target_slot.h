@@ -87,6 +87,19 @@ static inline struct target *target_next_live(const struct targets *t, size_t *i
 #define for_each_live_target(t, i, tg) \
     for (size_t i = 0; ((tg) = target_next_live((t), &i)) != NULL; i++)
 
+/* Under the lock: the live target of `pid`, with its slot in *slot; NULL
+ * if `pid` is not one. */
+static inline struct target *target_find_live(const struct targets *t, pid_t pid, size_t *slot)
+{
+    struct target *tg;
+    for_each_live_target(t, i, tg)
+        if (tg->pid == pid) {
+            *slot = i;
+            return tg;
+        }
+    return NULL;
+}
+
 /* Destroys the probes of `tg` and forgets its BPF state (unless
  * `keep_state`), keeping `tg` itself. Slow (each probe's removal waits for
  * RCU): call it without the lock. Returns how long the probes took. */

@@ -365,24 +365,12 @@ int targets_hold(struct targets *t, pid_t pid, const struct hold_request *why, c
     return targets_hold_set(t, pid, &h, why, err, errlen);
 }
 
-/* Under the lock: the live target of `pid`, or NULL. */
-static struct target *find_live(struct targets *t, pid_t pid, size_t *slot)
-{
-    struct target *tg;
-    for_each_live_target(t, i, tg)
-        if (tg->pid == pid) {
-            *slot = i;
-            return tg;
-        }
-    return NULL;
-}
-
 bool targets_holders_of(struct targets *t, pid_t pid, struct holders *out,
                         enum sampler_kind *sampler)
 {
     size_t slot;
     pthread_mutex_lock(&t->lock);
-    struct target *tg = find_live(t, pid, &slot);
+    struct target *tg = target_find_live(t, pid, &slot);
     if (tg)
         *out = tg->holders;
     if (tg && sampler)
@@ -395,7 +383,7 @@ void targets_note_unprofiled_fork(struct targets *t, pid_t parent)
 {
     size_t slot;
     pthread_mutex_lock(&t->lock);
-    struct target *tg = find_live(t, parent, &slot);
+    struct target *tg = target_find_live(t, parent, &slot);
     if (tg)
         tg->forks_unprofiled++;
     pthread_mutex_unlock(&t->lock);
@@ -420,110 +408,4 @@ int targets_scrub_inherited(struct targets *t, pid_t pid, char *err, size_t errl
     }
     proc_maps_free(&maps);
     return e;
-}
-
-/* Under the lock: the other targets probed through uprobes on the
- * allocator `tg` is (the file mapped where its malloc is). */
-static size_t sharers_of(const struct targets *t, const struct target *tg)
-{
-    size_t n = 0;
-    const struct target *o;
-    for_each_live_target(t, i, o)
-        n += o != tg && !o->inproc && o->malloc_inode == tg->malloc_inode;
-    return n;
-}
-
-/* Under the lock: the CPU time one probe hit costs target `tg`. It belongs
- * to the sampler that probes it: the uprobe sampler's is calibrated at
- * start-up, plus what the links of the other targets of the same library
- * add to each hit; a sampler whose hits are only its sampled calls needs
- * its own (0: not known). */
-static uint64_t ns_per_hit_of(const struct targets *t, const struct target *tg)
-{
-    if (tg->inproc || !t->ns_per_hit)
-        return 0;
-    size_t sharers = sharers_of(t, tg);
-    return t->ns_per_hit + (sharers ? t->ns_when_shared + t->ns_per_sharer * sharers : 0);
-}
-
-void target_info_copy(const struct targets *t, const struct target *tg, struct target_info *out)
-{
-    out->pid = tg->pid;
-    memcpy(out->comm, tg->facts.comm, sizeof(out->comm));
-    memcpy(out->allocator, tg->allocator, sizeof(out->allocator));
-    out->nfuncs = tg->nfuncs;
-    out->emulated = tg->emulated;
-    out->attached_ns = tg->attached_ns;
-    out->sampler = sampler_name(tg->inproc ? SAMPLER_INPROCESS : SAMPLER_UPROBE);
-    memcpy(out->sampler_note, tg->sampler_note, sizeof(out->sampler_note));
-    out->holders = tg->holders;
-    out->attach_delay_ns = tg->attach_delay_ns;
-    out->cpu_ns_at_attach = tg->cpu_ns_at_attach;
-    out->cpu_ns = tg->cpu_ns_last - tg->cpu_ns_at_attach;
-    out->forks_unprofiled = tg->forks_unprofiled;
-    out->ns_per_hit = ns_per_hit_of(t, tg);
-    out->probe_hits = 0;
-}
-
-void target_info_count(struct targets *t, size_t slot, struct target_info *out)
-{
-    uint64_t cpu;
-    if (bpf_state_read_hits(t->bpf, (uint32_t)slot, &out->probe_hits) != 0)
-        out->probe_hits = 0;
-    if (proc_cpu_time_ns(out->pid, &cpu) == 0 && cpu >= out->cpu_ns_at_attach)
-        out->cpu_ns = cpu - out->cpu_ns_at_attach;
-}
-
-bool targets_info(struct targets *t, pid_t pid, struct target_info *out)
-{
-    size_t slot;
-    pthread_mutex_lock(&t->lock);
-    struct target *tg = find_live(t, pid, &slot);
-    if (tg)
-        target_info_copy(t, tg, out);
-    pthread_mutex_unlock(&t->lock);
-    if (tg)
-        target_info_count(t, slot, out);
-    return tg != NULL;
-}
-
-void targets_set_cost(struct targets *t, const struct probe_cost *cost)
-{
-    pthread_mutex_lock(&t->lock);
-    t->ns_per_hit = cost->ns_per_hit;
-    t->ns_when_shared = cost->ns_when_shared;
-    t->ns_per_sharer = cost->ns_per_sharer;
-    pthread_mutex_unlock(&t->lock);
-}
-
-uint64_t targets_idle_ns(struct targets *t)
-{
-    pthread_mutex_lock(&t->lock);
-    uint64_t idle = t->idle_ns;
-    pthread_mutex_unlock(&t->lock);
-    return idle;
-}
-
-size_t targets_list(struct targets *t, struct target_info *out, size_t cap)
-{
-    size_t n = 0;
-    uint32_t *slots = cap ? calloc(cap, sizeof(*slots)) : NULL;
-    if (cap && !slots)
-        return 0;
-    pthread_mutex_lock(&t->lock);
-    struct target *tg;
-    for_each_live_target(t, i, tg) {
-        if (n < cap) {
-            target_info_copy(t, tg, &out[n]);
-            slots[n] = (uint32_t)i;
-        }
-        n++;
-    }
-    pthread_mutex_unlock(&t->lock);
-    /* The counters need system calls: read without the lock. A slot that
-     * changed hands meanwhile reads its new target's, zeroed at attach. */
-    for (size_t i = 0; slots && i < n && i < cap; i++)
-        target_info_count(t, slots[i], &out[i]);
-    free(slots);
-    return n;
 }
