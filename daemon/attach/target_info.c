@@ -31,14 +31,16 @@ static size_t sharers_of(const struct targets *t, const struct target *tg)
  * its own (0: not known). */
 static uint64_t ns_per_hit_of(const struct targets *t, const struct target *tg)
 {
-    if (tg->inproc || !t->ns_per_hit)
+    assert_locked(t);
+    if (tg->inproc || !t->cost.ns_per_hit)
         return 0;
     size_t sharers = sharers_of(t, tg);
-    return t->ns_per_hit + (sharers ? t->ns_when_shared + t->ns_per_sharer * sharers : 0);
+    return t->cost.ns_per_hit + (sharers ? t->cost.ns_when_shared + t->cost.ns_per_sharer * sharers : 0);
 }
 
 void target_info_copy(const struct targets *t, const struct target *tg, struct target_info *out)
 {
+    assert_locked(t);
     out->pid = tg->pid;
     memcpy(out->comm, tg->facts.comm, sizeof(out->comm));
     memcpy(out->allocator, tg->allocator, sizeof(out->allocator));
@@ -68,11 +70,11 @@ void target_info_count(struct targets *t, size_t slot, struct target_info *out)
 bool targets_info(struct targets *t, pid_t pid, struct target_info *out)
 {
     size_t slot;
-    pthread_mutex_lock(&t->lock);
+    targets_lock(t);
     struct target *tg = target_find_live(t, pid, &slot);
     if (tg)
         target_info_copy(t, tg, out);
-    pthread_mutex_unlock(&t->lock);
+    targets_unlock(t);
     if (tg)
         target_info_count(t, slot, out);
     return tg != NULL;
@@ -80,18 +82,16 @@ bool targets_info(struct targets *t, pid_t pid, struct target_info *out)
 
 void targets_set_cost(struct targets *t, const struct probe_cost *cost)
 {
-    pthread_mutex_lock(&t->lock);
-    t->ns_per_hit = cost->ns_per_hit;
-    t->ns_when_shared = cost->ns_when_shared;
-    t->ns_per_sharer = cost->ns_per_sharer;
-    pthread_mutex_unlock(&t->lock);
+    targets_lock(t);
+    t->cost = *cost;
+    targets_unlock(t);
 }
 
 uint64_t targets_idle_ns(struct targets *t)
 {
-    pthread_mutex_lock(&t->lock);
-    uint64_t idle = t->idle_ns;
-    pthread_mutex_unlock(&t->lock);
+    targets_lock(t);
+    uint64_t idle = t->settings.idle_ns;
+    targets_unlock(t);
     return idle;
 }
 
@@ -101,7 +101,7 @@ size_t targets_list(struct targets *t, struct target_info *out, size_t cap)
     uint32_t *slots = cap ? calloc(cap, sizeof(*slots)) : NULL;
     if (cap && !slots)
         return 0;
-    pthread_mutex_lock(&t->lock);
+    targets_lock(t);
     struct target *tg;
     for_each_live_target(t, i, tg) {
         if (n < cap) {
@@ -110,11 +110,22 @@ size_t targets_list(struct targets *t, struct target_info *out, size_t cap)
         }
         n++;
     }
-    pthread_mutex_unlock(&t->lock);
+    targets_unlock(t);
     /* The counters need system calls: read without the lock. A slot that
      * changed hands meanwhile reads its new target's, zeroed at attach. */
     for (size_t i = 0; slots && i < n && i < cap; i++)
         target_info_count(t, slots[i], &out[i]);
     free(slots);
     return n;
+}
+
+void targets_read_counters(struct targets *t, struct targets_counters *counters,
+                           struct probe_cost *cost)
+{
+    targets_lock(t);
+    *counters = t->counters;
+    *cost = t->cost;
+    targets_unlock(t);
+    counters->last_restore_stop_ns =
+        __atomic_load_n(&t->counters.last_restore_stop_ns, __ATOMIC_RELAXED);
 }

@@ -17,6 +17,7 @@
 #include "probe_cost.h"
 
 struct targets;
+struct targets_counters;
 
 /* A copy of what a caller may know about one target. */
 struct target_info {
@@ -49,5 +50,10 @@ uint64_t targets_idle_ns(struct targets *t);
 
 /* Copies up to `cap` targets into `out`; returns how many there are. */
 size_t targets_list(struct targets *t, struct target_info *out, size_t cap);
+
+/* What the table has done since start, and the calibrated cost of a probe
+ * hit, as of one moment (for /metrics). */
+void targets_read_counters(struct targets *t, struct targets_counters *counters,
+                           struct probe_cost *cost);
 
 #endif

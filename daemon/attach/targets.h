@@ -58,44 +58,67 @@ struct target_farewell {
 /* Called as a target exits or is let go, before its BPF state goes. */
 typedef void (*targets_farewell_fn)(void *arg, const struct target_farewell *f);
 
+/* What the daemon's options set: read under the lock, since SIGHUP and
+ * tests may change them while requests run. */
+struct targets_settings {
+    size_t max_targets;        /* processes profiled at once */
+    size_t max_per_owner;      /* targets one owner may hold (0: no limit) */
+    enum sampler_kind sampler; /* the sampler new targets get (--sampler) */
+    uint64_t idle_ns;          /* --idle-detach (0: a request holds for ever) */
+};
+
+/* What the table has done since start, for /metrics. */
+struct targets_counters {
+    uint64_t attach_errors;
+    uint64_t attached_total;
+    uint64_t detached_total;
+    uint64_t idle_detached_total;  /* let go with nothing holding them */
+    uint64_t reattached_total;     /* processes attached again after exec */
+    uint64_t last_attach_ns;       /* how long the last attach took */
+    uint64_t last_detach_ns;       /* how long removing the last target's probes took */
+    uint64_t inprocess_fallbacks;  /* in-process asked, uprobes used */
+    uint64_t last_inject_stop_ns;  /* target stopped at the last injection */
+    /* Target stopped at the last restore: written with an atomic store,
+     * since a detach may restore with or without the lock. */
+    uint64_t last_restore_stop_ns;
+};
+
+/* Who is told of what the table does; set before the first attach. */
+struct targets_callbacks {
+    targets_farewell_fn on_farewell; /* NULL: nothing kept of targets that go */
+    void *on_farewell_arg;
+    /* Told of each attach that one of the daemon's own holds (pid, rule,
+     * fork: `why`) made, for the audit line; the request that made an
+     * attach tells of it itself. NULL: none. */
+    void (*on_attached)(void *arg, const struct target_info *t, enum hold_kind why);
+    void *on_attached_arg;
+};
+
 /* The table of profiled processes; its slot index is the BPF image slot. */
 struct targets {
     pthread_mutex_t lock;
     pthread_cond_t changed; /* broadcast when an attach or a detach finishes */
+    /* Checks builds: the thread that holds `lock` (0: none), for
+     * assert_locked() (target_slot.h). Written only by that thread. */
+    pthread_t lock_owner;
     struct bpf_state *bpf;
     struct unwind_manager *unwind; /* NULL: frame pointers only */
     struct process_events *events;    /* NULL: no exit and fork events (their watch list) */
     struct target *slot[HP_MAX_TARGETS]; /* under lock */
-    uint64_t attach_errors;    /* under lock */
-    uint64_t attached_total;   /* under lock */
-    uint64_t detached_total;   /* under lock */
-    uint64_t idle_detached_total; /* under lock: let go with nothing holding them */
-    uint64_t reattached_total; /* under lock: processes attached again after exec */
-    uint64_t last_attach_ns;   /* under lock: how long the last attach took */
-    uint64_t last_detach_ns;   /* under lock: how long removing the last target's probes took */
-    size_t max_targets;        /* under lock: processes profiled at once */
-    size_t max_per_owner;      /* under lock: targets one owner may hold (0: no limit) */
-    enum sampler_kind sampler; /* under lock: the sampler new targets get (--sampler) */
-    uint64_t inprocess_fallbacks;  /* under lock: in-process asked, uprobes used */
-    uint64_t last_inject_stop_ns;  /* under lock: target stopped at the last injection */
-    uint64_t last_restore_stop_ns; /* atomic: target stopped at the last restore */
-    uint64_t idle_ns;          /* under lock: --idle-detach (0: a request holds for ever) */
-    uint64_t ns_per_hit;       /* under lock: calibrated cost of a uprobe sampler's hit
-                                * (probe_cost.h); 0 until calibrated */
-    uint64_t ns_when_shared;   /* under lock: what another target of the same library adds */
-    uint64_t ns_per_sharer;    /* under lock: and each one more */
-    targets_farewell_fn on_farewell; /* NULL: nothing kept of targets that go */
-    void *on_farewell_arg;
-    /* Told of each attach a hold of the daemon's own settings made (pid,
-     * rule, fork: `why`), for the audit line; those a request made are
-     * told by the request. NULL: none. */
-    void (*on_attached)(void *arg, const struct target_info *t, enum hold_kind why);
-    void *on_attached_arg;
+    struct targets_settings settings;    /* under lock */
+    struct targets_counters counters;    /* under lock, but for last_restore_stop_ns */
+    /* The calibrated cost of a uprobe sampler's hit, and what each other
+     * target of the same library adds (probe_cost.h); zero until
+     * calibrated. Under lock. */
+    struct probe_cost cost;
+    struct targets_callbacks callbacks;
 };
 
 /* `max_targets`: processes profiled at once (0: HP_MAX_TARGETS). */
 void targets_init(struct targets *t, struct bpf_state *bpf, struct unwind_manager *unwind,
                   size_t max_targets);
+/* Takes new settings (SIGHUP); targets attached already keep their sampler. */
+void targets_set_settings(struct targets *t, const struct targets_settings *settings);
 /* Detaches everything; with `keep_state`, the BPF counts of the processes
  * stay (pinned) for the next daemon to adopt. */
 void targets_destroy(struct targets *t, int keep_state);
