@@ -84,8 +84,10 @@ static inline void targets_wait(struct targets *t)
 
 /*
  * Where a target is in its life. Only the lock's holder changes it, and
- * only forwards: ATTACHING -> LIVE -> DETACHING -> ENDED, or ATTACHING ->
- * ENDED when the attach fails. The slow steps run outside the lock, and
+ * only forwards: ATTACHING -> LIVE -> DETACHING -> ENDED; straight to ENDED
+ * from ATTACHING when the attach fails, and from LIVE when it is detached
+ * at once under the lock (its pid reused, the daemon stopping). The slow
+ * steps run outside the lock, and
  * the state is what keeps everyone else off a slot meanwhile: a slot that
  * is ATTACHING or DETACHING stays taken, and its pid's requests wait on
  * `changed` until it is LIVE or gone.

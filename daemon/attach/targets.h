@@ -5,6 +5,8 @@
  * exited, and telling a reused pid from the process we attached to.
  *
  * All functions take the table's lock; they may be called from any thread.
+ * Nothing outside daemon/attach takes it: it is taken through
+ * targets_lock() (target_slot.h), which lets debug builds check it.
  * The slow part of an attach (reading the process's ELF files, building
  * its unwind tables, making the links) and of a detach (removing the
  * links, keeping a last profile) runs outside it, with the slot reserved,
@@ -98,8 +100,9 @@ struct targets_callbacks {
 struct targets {
     pthread_mutex_t lock;
     pthread_cond_t changed; /* broadcast when an attach or a detach finishes */
-    /* Checks builds: the thread that holds `lock` (0: none), for
-     * assert_locked() (target_slot.h). Written only by that thread. */
+    /* In checks builds, the thread that holds `lock` (0: none), for
+     * assert_locked() (target_slot.h): set by the thread that takes the
+     * lock, cleared by it as it lets go. */
     pthread_t lock_owner;
     struct bpf_state *bpf;
     struct unwind_manager *unwind; /* NULL: frame pointers only */
