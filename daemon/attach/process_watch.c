@@ -9,7 +9,8 @@
  * linker says it is still loading (targets_hold(), just_exec_d). A child
  * is attached FORK_GRACE_NS after its fork unless it execs first: a
  * fork+exec (a shell running a command) is a new program, which pays
- * nothing for its parent's probes once it has exec'd.
+ * nothing for its parent's probes once it has exec'd. The queue of
+ * processes waiting so is in process_watch_pending.c.
  */
 #include "process_watch.h"
 
@@ -22,66 +23,10 @@
 #include "clock.h"
 #include "process_events.h"
 #include "proc_info.h"
-
-/* Processes waiting to be attached at once (exec'd, forked): a burst
- * larger than this waits for the 1 s scan. */
-#define PENDING_MAX 256
-/* How often a waiting process is looked at again: every millisecond while
- * a dynamic linker usually finishes (1-2 ms here), then every
- * PENDING_SLOW_POLL_NS (a program held at its exec, by a debugger say). */
-#define PENDING_POLL_MS 1
-#define PENDING_FAST_NS (10 * 1000000ull)
-#define PENDING_SLOW_POLL_NS (10 * 1000000ull)
-/* How long an exec'd process may keep its dynamic linker busy before it is
- * attached on what is loaded so far (a linker that never says it is done,
- * a program that dlopens in its constructors). */
-#define EXEC_SETTLE_MAX_NS (200 * 1000000ull)
-/* How long a child may take to exec before it is followed as a fork. */
-#define FORK_GRACE_NS (5 * 1000000ull)
-/* How often the rules are matched against /proc, exited and exec'd targets
- * looked for, and idle ones let go. */
-#define SCAN_INTERVAL_NS (1000 * 1000000ull)
-/* Exits the reaper has not yet handled: the watch list's size. */
-#define EXITS_MAX HP_MAX_WATCHED
-/* Processes whose attach failed, remembered so a rule does not retry them
- * every second (a kernel thread named like a target, a process without
- * malloc). */
-#define FAILED_MEMORY 256
-
-/* A process to attach once it is ready. */
-struct pending {
-    pid_t pid;
-    pid_t parent;          /* a forked child's parent (0: an exec) */
-    bool reattach;         /* a target that exec'd */
-    int sampler;           /* the sampler it asks for (enum sampler_kind), -1: the default */
-    uint64_t event_ns;     /* its exec or fork */
-    uint64_t not_before_ns; /* a child: its fork plus the grace */
-    struct holders holders;
-};
-
-struct process_watch {
-    struct targets *targets;
-    struct process_events *events; /* NULL: the scan alone */
-    pthread_mutex_t lock;          /* the rules, the exit queue, the stats, stopping */
-    pthread_cond_t wake_reaper;
-    struct target_rule_set rules; /* under lock */
-    pid_t exits[EXITS_MAX];       /* under lock */
-    size_t nexits;                /* under lock */
-    struct process_watch_stats stats; /* under lock */
-    int stopping;                     /* under lock */
-    /* The attacher's own. */
-    struct pending pending[PENDING_MAX];
-    size_t npending;
-    struct {
-        pid_t pid;
-        uint64_t start_time;
-    } failed[FAILED_MEMORY];
-    size_t next_failed;
-    pthread_t attacher, reaper;
-};
+#include "process_watch_state.h"
 
 /* Adds to a counter of the stats. */
-static void count(struct process_watch *w, uint64_t *counter, uint64_t n)
+void watch_count(struct process_watch *w, uint64_t *counter, uint64_t n)
 {
     pthread_mutex_lock(&w->lock);
     *counter += n;
@@ -99,46 +44,13 @@ static bool rule_matches(struct process_watch *w, pid_t pid, int *sampler)
     return m;
 }
 
-/* Whether the attach of this very process failed before. */
-static bool failed_before(struct process_watch *w, pid_t pid, uint64_t start_time)
-{
-    for (size_t i = 0; i < FAILED_MEMORY; i++)
-        if (w->failed[i].pid == pid && w->failed[i].start_time == start_time)
-            return true;
-    return false;
-}
-
-/* Remembers a process whose attach for a rule failed, saying why once. */
-static void remember_failure(struct process_watch *w, pid_t pid, const char *err)
-{
-    uint64_t start_time;
-    if (proc_start_time(pid, &start_time) != 0 || failed_before(w, pid, start_time))
-        return;
-    fprintf(stderr, "heapprofd: pid %d matches a target rule but: %s\n", (int)pid, err);
-    w->failed[w->next_failed].pid = pid;
-    w->failed[w->next_failed].start_time = start_time;
-    w->next_failed = (w->next_failed + 1) % FAILED_MEMORY;
-}
-
-/* Queues `pid` to attach once ready; a full queue leaves it to the scan. */
-static void add_pending(struct process_watch *w, const struct pending *p)
-{
-    for (size_t i = 0; i < w->npending; i++)
-        if (w->pending[i].pid == p->pid) {
-            holders_merge(&w->pending[i].holders, &p->holders);
-            return;
-        }
-    if (w->npending < PENDING_MAX)
-        w->pending[w->npending++] = *p;
-}
-
 /* An exec: a target is attached afresh to its new program (an exec ends a
  * fork hold), and a process a rule matches is attached. */
 static void on_exec(struct process_watch *w, const struct hp_proc_event *ev)
 {
     pid_t pid = (pid_t)ev->pid;
     struct pending p = {.pid = pid, .event_ns = ev->time_ns, .sampler = -1};
-    count(w, &w->stats.execs, 1);
+    watch_count(w, &w->stats.execs, 1);
     for (size_t i = 0; i < w->npending; i++)
         if (w->pending[i].pid == pid) {
             holders_drop(&w->pending[i].holders, HOLD_FORK);
@@ -162,7 +74,7 @@ static void on_exec(struct process_watch *w, const struct hp_proc_event *ev)
         p.sampler = rule_sampler >= 0 ? rule_sampler : p.sampler;
     }
     if (holders_held(&p.holders, monotonic_ns()))
-        add_pending(w, &p);
+        watch_add_pending(w, &p);
     else if (w->events)
         process_events_unwatch(w->events, pid); /* a child that exec'd: not followed */
 }
@@ -171,7 +83,7 @@ static void on_exec(struct process_watch *w, const struct hp_proc_event *ev)
 static void on_fork(struct process_watch *w, const struct hp_proc_event *ev)
 {
     struct holders parent;
-    count(w, &w->stats.forks, 1);
+    watch_count(w, &w->stats.forks, 1);
     uint64_t now = monotonic_ns();
     struct pending p = {.pid = (pid_t)ev->pid, .parent = (pid_t)ev->ppid, .sampler = -1,
                         .event_ns = ev->time_ns, .not_before_ns = ev->time_ns + FORK_GRACE_NS};
@@ -190,7 +102,7 @@ static void on_fork(struct process_watch *w, const struct hp_proc_event *ev)
     if (parent_known)
         p.holders = holders_for_child(&parent, now);
     if (holders_held(&p.holders, now))
-        add_pending(w, &p);
+        watch_add_pending(w, &p);
     else if (w->events)
         process_events_unwatch(w->events, p.pid); /* its parent is no longer profiled */
 }
@@ -224,91 +136,6 @@ static void on_event(void *arg, const struct hp_proc_event *ev)
     }
 }
 
-/* What became of a pending attach: counted, and said where it failed. */
-static void finish_pending(struct process_watch *w, const struct pending *p, int e,
-                           const char *err)
-{
-    uint64_t delay = monotonic_ns() - p->event_ns;
-    if (e == 0 && p->parent) {
-        count(w, &w->stats.forks_attached, 1);
-    } else if (e == 0 && p->reattach) {
-        /* a target that exec'd: counted by the table (reattached_total) */
-    } else if (e == 0) {
-        pthread_mutex_lock(&w->lock);
-        w->stats.exec_attached++;
-        w->stats.exec_attach_delay_ns += delay;
-        pthread_mutex_unlock(&w->lock);
-    } else if (e == -ESRCH) {
-        /* gone already */
-    } else if (p->parent) {
-        /* Uprobes' breakpoints can be taken out; an in-process sampler's
-         * patch cannot be by a uprobe (removing one writes the file's
-         * first byte back over the patched entry). */
-        char why[512] = "it inherited the in-process sampler, which stays";
-        int scrubbed = p->sampler == SAMPLER_INPROCESS
-                           ? -EPERM
-                           : targets_scrub_inherited(w->targets, p->pid, why, sizeof(why));
-        fprintf(stderr, "heapprofd: pid %d, forked by profiled pid %d, is not profiled: %s; %s%s\n",
-                (int)p->pid, (int)p->parent, err,
-                scrubbed == 0 ? "the probes it inherited were taken out"
-                              : "it runs with the probes it inherited, unprofiled: ",
-                scrubbed == 0 ? "" : why);
-        /* Counted once all of that is done: what the count shows is over. */
-        targets_note_unprofiled_fork(w->targets, p->parent);
-        count(w, &w->stats.forks_unprofiled, 1);
-    } else if (e == -ENOSPC || e == -ENOENT) {
-        /* Over the cap, or no allocator yet (held at its exec): the scan
-         * and the reaper retry. */
-    } else if (holders_holds(&p->holders, HOLD_RULE, 0)) {
-        remember_failure(w, p->pid, err);
-    } else {
-        fprintf(stderr, "heapprofd: pid %d after exec: %s\n", (int)p->pid, err);
-    }
-    if (e && e != -ESRCH && w->events)
-        process_events_unwatch(w->events, p->pid);
-}
-
-/* Attaches the pending processes whose time has come: an exec'd one once
- * its libraries are loaded (or EXEC_SETTLE_MAX_NS passed), a child after
- * its grace. */
-static void attach_pending(struct process_watch *w)
-{
-    for (size_t i = 0; i < w->npending;) {
-        struct pending *p = &w->pending[i];
-        uint64_t now = monotonic_ns();
-        if (now < p->not_before_ns) {
-            i++;
-            continue;
-        }
-        char err[512] = "";
-        bool settle = now - p->event_ns < EXEC_SETTLE_MAX_NS;
-        enum sampler_kind sampler = (enum sampler_kind)p->sampler;
-        struct hold_request how = {.event_ns = p->event_ns, .just_exec_d = settle,
-                                   .reattach = p->reattach,
-                                   .sampler = p->sampler >= 0 ? &sampler : NULL};
-        int e = holders_held(&p->holders, now)
-                    ? targets_hold_set(w->targets, p->pid, &p->holders, &how, err, sizeof(err))
-                    : -ESRCH; /* its holds ended while it waited */
-        if (e == -EAGAIN && settle) {
-            if (now - p->event_ns >= PENDING_FAST_NS)
-                p->not_before_ns = now + PENDING_SLOW_POLL_NS;
-            i++;
-            continue;
-        }
-        finish_pending(w, p, e, err);
-        w->pending[i] = w->pending[--w->npending];
-    }
-}
-
-/* Whether `pid` waits in the pending list (the scan leaves it be). */
-static bool is_pending(struct process_watch *w, pid_t pid)
-{
-    for (size_t i = 0; i < w->npending; i++)
-        if (w->pending[i].pid == pid)
-            return true;
-    return false;
-}
-
 /* The scan's callback: holds a process a rule matched. */
 static void attach_matching(pid_t pid, void *arg)
 {
@@ -316,8 +143,8 @@ static void attach_matching(pid_t pid, void *arg)
     uint64_t start_time;
     struct holders h;
     char err[512];
-    if (is_pending(w, pid) || proc_start_time(pid, &start_time) != 0 ||
-        failed_before(w, pid, start_time))
+    if (watch_is_pending(w, pid) || proc_start_time(pid, &start_time) != 0 ||
+        watch_failed_before(w, pid, start_time))
         return;
     bool was_target = targets_holders_of(w->targets, pid, &h, NULL);
     if (was_target && holders_holds(&h, HOLD_RULE, 0))
@@ -330,13 +157,13 @@ static void attach_matching(pid_t pid, void *arg)
                                .sampler = rule_sampler >= 0 ? &sampler : NULL};
     int e = targets_hold(w->targets, pid, &how, err, sizeof(err));
     if (e == 0 && !was_target)
-        count(w, &w->stats.scan_attached, 1);
+        watch_count(w, &w->stats.scan_attached, 1);
     /* Over the cap (-ENOSPC): not remembered, so retried at each scan and
      * attached once a slot frees. No allocator yet (-ENOENT): a process
      * matched right after exec has no libc mapped until the dynamic linker
      * runs, so it is retried too. */
     if (e && e != -ENOSPC && e != -ENOENT && e != -ESRCH)
-        remember_failure(w, pid, err);
+        watch_remember_failure(w, pid, err);
 }
 
 /* Matches the rules against /proc: what the events missed (a full ring
@@ -375,7 +202,7 @@ static void *attacher_main(void *arg)
             struct timespec ts = {0, timeout_ms * 1000000L};
             nanosleep(&ts, NULL);
         }
-        attach_pending(w);
+        watch_attach_pending(w);
         if (monotonic_ns() >= next_scan) {
             scan_rules(w);
             next_scan = monotonic_ns() + SCAN_INTERVAL_NS;

@@ -7,10 +7,10 @@
  * Each process gets one slot: the slot indexes the BPF `images` map, which
  * holds the code ranges of the probed functions so that the BPF side can
  * tell the allocator calling itself from a real call, and the per-target
- * probe hit counter. A slot is reserved (`attaching`) while its attach runs
- * outside the lock, and kept (`detaching`) while its probes are removed
- * outside the lock, so neither the slot nor the pid's BPF state is reused
- * before the old one is gone.
+ * probe hit counter. A slot is reserved (TARGET_ATTACHING) while its
+ * attach runs outside the lock, and kept (TARGET_DETACHING) while its
+ * probes are removed outside the lock, so neither the slot nor the pid's
+ * BPF state is reused before the old one is gone (target_slot.h).
  */
 #include "targets.h"
 
@@ -36,7 +36,14 @@ void targets_init(struct targets *t, struct bpf_state *bpf, struct unwind_manage
     pthread_cond_init(&t->changed, NULL);
     t->bpf = bpf;
     t->unwind = unwind;
-    t->max_targets = max_targets ? max_targets : HP_MAX_TARGETS;
+    t->settings.max_targets = max_targets ? max_targets : HP_MAX_TARGETS;
+}
+
+void targets_set_settings(struct targets *t, const struct targets_settings *settings)
+{
+    targets_lock(t);
+    t->settings = *settings;
+    targets_unlock(t);
 }
 
 /* Appends "pid N: why" to the list in `err`. */
@@ -58,9 +65,9 @@ int targets_adopt(struct targets *t, char *err, size_t errlen)
     size_t n = bpf_state_persisted_targets(t->bpf, old, HP_MAX_TARGETS);
     for (uint32_t i = 0; i < HP_MAX_TARGETS; i++)
         bpf_state_persist_target(t->bpf, i, 0, 0, 0);
-    pthread_mutex_lock(&t->lock);
-    uint64_t idle = t->idle_ns;
-    pthread_mutex_unlock(&t->lock);
+    targets_lock(t);
+    uint64_t idle = t->settings.idle_ns;
+    targets_unlock(t);
     int adopted = 0;
     for (size_t i = 0; i < n; i++) {
         pid_t pid = (pid_t)old[i].pid;
@@ -105,14 +112,6 @@ static void take_plan(struct target *tg, const struct allocator_plan *plan, stru
             tg->malloc_inode = plan->funcs[i].inode;
         }
     }
-}
-
-void target_update_unwind_tables(struct targets *t, pid_t pid)
-{
-    char why[256];
-    int e = t->unwind ? unwind_manager_update(t->unwind, pid, why, sizeof(why)) : 0;
-    if (e && e != -ESRCH)
-        fprintf(stderr, "heapprofd: pid %d: unwind tables: %s\n", (int)pid, why);
 }
 
 /* Puts the in-process sampler into `tg`; on failure says why (the log, the
@@ -207,11 +206,12 @@ static int attach(struct targets *t, size_t slot, struct target *tg, const struc
  * (attaching ones count: their slots are taken). */
 static int owner_is_full(struct targets *t, uid_t owner, size_t *held)
 {
+    assert_locked(t);
     *held = 0;
     for (size_t i = 0; i < HP_MAX_TARGETS; i++)
-        *held += t->slot[i] && !t->slot[i]->detaching && t->slot[i]->owned &&
+        *held += t->slot[i] && t->slot[i]->state != TARGET_DETACHING && t->slot[i]->owned &&
                  t->slot[i]->owner == owner;
-    return t->max_per_owner && *held >= t->max_per_owner;
+    return t->settings.max_per_owner && *held >= t->settings.max_per_owner;
 }
 
 /*
@@ -226,13 +226,14 @@ static int find_slot(struct targets *t, pid_t pid, uint64_t start_time, const ui
 {
     ssize_t free_slot;
     size_t active;
+    assert_locked(t);
 restart:
     free_slot = -1;
     active = 0;
     for (size_t i = 0; i < HP_MAX_TARGETS; i++) {
         struct target *tg = t->slot[i];
-        if (tg && tg->pid == pid && (tg->attaching || tg->detaching)) {
-            pthread_cond_wait(&t->changed, &t->lock);
+        if (tg && tg->pid == pid && !target_live(tg)) {
+            targets_wait(t);
             goto restart; /* the table may have changed meanwhile */
         }
         if (tg && tg->pid == pid && tg->start_time == start_time) {
@@ -245,7 +246,7 @@ restart:
             free_slot = (ssize_t)i;
         active += t->slot[i] != NULL;
     }
-    if (free_slot < 0 || active >= t->max_targets) {
+    if (free_slot < 0 || active >= t->settings.max_targets) {
         snprintf(err, errlen, "already profiling %zu processes, the most allowed (--max-targets)",
                  active);
         return -ENOSPC;
@@ -263,14 +264,16 @@ restart:
 /* Under the lock: ends the attach of `tg` in `slot`, which took since `t0`. */
 static void finish_attach(struct targets *t, size_t slot, struct target *tg, int e, uint64_t t0)
 {
+    assert_locked(t);
     if (e) {
+        tg->state = TARGET_ENDED;
         t->slot[slot] = NULL;
         if (e != -EAGAIN)
-            t->attach_errors++;
+            t->counters.attach_errors++;
     } else {
-        tg->attaching = 0;
-        t->attached_total++;
-        t->last_attach_ns = monotonic_ns() - t0;
+        tg->state = TARGET_LIVE;
+        t->counters.attached_total++;
+        t->counters.last_attach_ns = monotonic_ns() - t0;
         bpf_state_persist_target(t->bpf, (uint32_t)slot, (uint32_t)tg->pid, tg->start_time,
                                  (uint32_t)tg->exe_ino);
     }
@@ -285,9 +288,9 @@ static void tell_attached(struct targets *t, const struct target_info *info,
     if (how->attached)
         *how->attached = *info;
     static const enum hold_kind own[] = {HOLD_PID, HOLD_RULE, HOLD_FORK};
-    for (size_t k = 0; k < sizeof(own) / sizeof(own[0]) && t->on_attached; k++)
+    for (size_t k = 0; k < sizeof(own) / sizeof(own[0]) && t->callbacks.on_attached; k++)
         if (holders->count[own[k]]) {
-            t->on_attached(t->on_attached_arg, info, own[k]);
+            t->callbacks.on_attached(t->callbacks.on_attached_arg, info, own[k]);
             break;
         }
 }
@@ -310,19 +313,19 @@ int targets_hold_set(struct targets *t, pid_t pid, const struct holders *holders
     struct target *tg = calloc(1, sizeof(*tg));
     if (!tg)
         return -ENOMEM;
-    *tg = (struct target){.pid = pid, .start_time = start_time, .attaching = 1,
+    *tg = (struct target){.pid = pid, .start_time = start_time, .state = TARGET_ATTACHING,
                           .owned = how->owner != NULL, .owner = how->owner ? *how->owner : 0};
     if (how->attached)
         how->attached->pid = 0;
-    pthread_mutex_lock(&t->lock);
+    targets_lock(t);
     int e = find_slot(t, pid, start_time, how->owner, &slot, err, errlen);
     if (e == 0) {
         t->slot[slot] = tg; /* reserved: no one else takes it meanwhile */
-        tg->wanted = how->sampler ? *how->sampler : t->sampler;
+        tg->wanted = how->sampler ? *how->sampler : t->settings.sampler;
     }
     if (e >= 0)
         holders_merge(&t->slot[slot]->holders, holders);
-    pthread_mutex_unlock(&t->lock);
+    targets_unlock(t);
     if (e) {
         free(tg);
         return e > 0 ? 0 : e;
@@ -338,15 +341,15 @@ int targets_hold_set(struct targets *t, pid_t pid, const struct holders *holders
     if (e && e != -EAGAIN)
         target_release_probes(t, tg, 0);
     struct target_info info;
-    pthread_mutex_lock(&t->lock);
+    targets_lock(t);
     finish_attach(t, slot, tg, e, t0);
-    t->reattached_total += e == 0 && how->reattach;
-    t->inprocess_fallbacks += (uint64_t)(e == 0 && tg->fell_back);
+    t->counters.reattached_total += e == 0 && how->reattach;
+    t->counters.inprocess_fallbacks += (uint64_t)(e == 0 && tg->fell_back);
     if (e == 0 && tg->inproc)
-        t->last_inject_stop_ns = tg->inproc->inj.stopped_ns;
+        t->counters.last_inject_stop_ns = tg->inproc->inj.stopped_ns;
     if (e == 0)
         target_info_copy(t, tg, &info); /* once unlocked, it may go at any time */
-    pthread_mutex_unlock(&t->lock);
+    targets_unlock(t);
     if (e) {
         target_free(tg);
         if (e == -ENOENT && proc_start_time(pid, &start_time) != 0) {
@@ -367,41 +370,28 @@ int targets_hold(struct targets *t, pid_t pid, const struct hold_request *why, c
     return targets_hold_set(t, pid, &h, why, err, errlen);
 }
 
-/* Under the lock: the live target of `pid`, or NULL. */
-static struct target *find_live(struct targets *t, pid_t pid, size_t *slot)
-{
-    for (size_t i = 0; i < HP_MAX_TARGETS; i++) {
-        struct target *tg = t->slot[i];
-        if (tg && tg->pid == pid && !tg->attaching && !tg->detaching) {
-            *slot = i;
-            return tg;
-        }
-    }
-    return NULL;
-}
-
 bool targets_holders_of(struct targets *t, pid_t pid, struct holders *out,
                         enum sampler_kind *sampler)
 {
     size_t slot;
-    pthread_mutex_lock(&t->lock);
-    struct target *tg = find_live(t, pid, &slot);
+    targets_lock(t);
+    struct target *tg = target_find_live(t, pid, &slot);
     if (tg)
         *out = tg->holders;
     if (tg && sampler)
         *sampler = tg->inproc ? SAMPLER_INPROCESS : SAMPLER_UPROBE;
-    pthread_mutex_unlock(&t->lock);
+    targets_unlock(t);
     return tg != NULL;
 }
 
 void targets_note_unprofiled_fork(struct targets *t, pid_t parent)
 {
     size_t slot;
-    pthread_mutex_lock(&t->lock);
-    struct target *tg = find_live(t, parent, &slot);
+    targets_lock(t);
+    struct target *tg = target_find_live(t, parent, &slot);
     if (tg)
         tg->forks_unprofiled++;
-    pthread_mutex_unlock(&t->lock);
+    targets_unlock(t);
 }
 
 int targets_scrub_inherited(struct targets *t, pid_t pid, char *err, size_t errlen)
@@ -425,112 +415,19 @@ int targets_scrub_inherited(struct targets *t, pid_t pid, char *err, size_t errl
     return e;
 }
 
-/* Under the lock: the other targets probed through uprobes on the
- * allocator `tg` is (the file mapped where its malloc is). */
-static size_t sharers_of(const struct targets *t, const struct target *tg)
+void targets_reap(struct targets *t)
 {
-    size_t n = 0;
-    for (size_t i = 0; i < HP_MAX_TARGETS; i++) {
-        const struct target *o = t->slot[i];
-        n += o && o != tg && !o->attaching && !o->detaching && !o->inproc &&
-             o->malloc_inode == tg->malloc_inode;
+    struct target_reattach *again = calloc(HP_MAX_TARGETS, sizeof(*again));
+    if (!again)
+        return; /* the next scan tries again */
+    size_t n = targets_let_go_gone(t, again);
+    /* A process that exec'd is a new program: attach to it afresh, held
+     * as it was, a second after its exec (loaded by then). */
+    for (size_t k = 0; k < n; k++) {
+        char err[512];
+        struct hold_request how = {.reattach = true, .sampler = &again[k].sampler};
+        if (targets_hold_set(t, again[k].pid, &again[k].holders, &how, err, sizeof(err)) != 0)
+            fprintf(stderr, "heapprofd: pid %d after exec: %s\n", (int)again[k].pid, err);
     }
-    return n;
-}
-
-/* Under the lock: the CPU time one probe hit costs target `tg`. It belongs
- * to the sampler that probes it: the uprobe sampler's is calibrated at
- * start-up, plus what the links of the other targets of the same library
- * add to each hit; a sampler whose hits are only its sampled calls needs
- * its own (0: not known). */
-static uint64_t ns_per_hit_of(const struct targets *t, const struct target *tg)
-{
-    if (tg->inproc || !t->ns_per_hit)
-        return 0;
-    size_t sharers = sharers_of(t, tg);
-    return t->ns_per_hit + (sharers ? t->ns_when_shared + t->ns_per_sharer * sharers : 0);
-}
-
-void target_info_copy(const struct targets *t, const struct target *tg, struct target_info *out)
-{
-    out->pid = tg->pid;
-    memcpy(out->comm, tg->facts.comm, sizeof(out->comm));
-    memcpy(out->allocator, tg->allocator, sizeof(out->allocator));
-    out->nfuncs = tg->nfuncs;
-    out->emulated = tg->emulated;
-    out->attached_ns = tg->attached_ns;
-    out->sampler = sampler_name(tg->inproc ? SAMPLER_INPROCESS : SAMPLER_UPROBE);
-    memcpy(out->sampler_note, tg->sampler_note, sizeof(out->sampler_note));
-    out->holders = tg->holders;
-    out->attach_delay_ns = tg->attach_delay_ns;
-    out->cpu_ns_at_attach = tg->cpu_ns_at_attach;
-    out->cpu_ns = tg->cpu_ns_last - tg->cpu_ns_at_attach;
-    out->forks_unprofiled = tg->forks_unprofiled;
-    out->ns_per_hit = ns_per_hit_of(t, tg);
-    out->probe_hits = 0;
-}
-
-void target_info_count(struct targets *t, size_t slot, struct target_info *out)
-{
-    uint64_t cpu;
-    if (bpf_state_read_hits(t->bpf, (uint32_t)slot, &out->probe_hits) != 0)
-        out->probe_hits = 0;
-    if (proc_cpu_time_ns(out->pid, &cpu) == 0 && cpu >= out->cpu_ns_at_attach)
-        out->cpu_ns = cpu - out->cpu_ns_at_attach;
-}
-
-bool targets_info(struct targets *t, pid_t pid, struct target_info *out)
-{
-    size_t slot;
-    pthread_mutex_lock(&t->lock);
-    struct target *tg = find_live(t, pid, &slot);
-    if (tg)
-        target_info_copy(t, tg, out);
-    pthread_mutex_unlock(&t->lock);
-    if (tg)
-        target_info_count(t, slot, out);
-    return tg != NULL;
-}
-
-void targets_set_cost(struct targets *t, const struct probe_cost *cost)
-{
-    pthread_mutex_lock(&t->lock);
-    t->ns_per_hit = cost->ns_per_hit;
-    t->ns_when_shared = cost->ns_when_shared;
-    t->ns_per_sharer = cost->ns_per_sharer;
-    pthread_mutex_unlock(&t->lock);
-}
-
-uint64_t targets_idle_ns(struct targets *t)
-{
-    pthread_mutex_lock(&t->lock);
-    uint64_t idle = t->idle_ns;
-    pthread_mutex_unlock(&t->lock);
-    return idle;
-}
-
-size_t targets_list(struct targets *t, struct target_info *out, size_t cap)
-{
-    size_t n = 0;
-    uint32_t *slots = cap ? calloc(cap, sizeof(*slots)) : NULL;
-    if (cap && !slots)
-        return 0;
-    pthread_mutex_lock(&t->lock);
-    for (size_t i = 0; i < HP_MAX_TARGETS; i++) {
-        struct target *tg = t->slot[i];
-        if (!tg || tg->detaching || tg->attaching)
-            continue;
-        if (n < cap) {
-            target_info_copy(t, tg, &out[n]);
-            slots[n] = (uint32_t)i;
-        }
-        n++;
-    }
-    pthread_mutex_unlock(&t->lock);
-    /* The counters need system calls: read without the lock. A slot that
-     * changed hands meanwhile reads its new target's, zeroed at attach. */
-    for (size_t i = 0; slots && i < n && i < cap; i++)
-        target_info_count(t, slots[i], &out[i]);
-    free(slots);
-    return n;
+    free(again);
 }

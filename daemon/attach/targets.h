@@ -5,12 +5,15 @@
  * exited, and telling a reused pid from the process we attached to.
  *
  * All functions take the table's lock; they may be called from any thread.
+ * Nothing outside daemon/attach takes it: it is taken through
+ * targets_lock() (target_slot.h), which lets debug builds check it.
  * The slow part of an attach (reading the process's ELF files, building
  * its unwind tables, making the links) and of a detach (removing the
  * links, keeping a last profile) runs outside it, with the slot reserved,
  * so that requests for the index and /metrics and other attaches go on
  * meanwhile. The attaching and the detaching side are in targets.c and
- * targets_detach.c; target_slot.h is what they share.
+ * targets_detach.c, what callers may read of the table in target_info.c;
+ * target_slot.h is what the three share.
  */
 #ifndef HEAPPROF_TARGETS_H
 #define HEAPPROF_TARGETS_H
@@ -28,30 +31,11 @@
 #include "proc_maps.h"
 #include "process_match.h"
 #include "sampler_choice.h"
+#include "target_info.h"
 #include "unwind_manager.h"
 
 struct target;
 struct process_events;
-
-/* A copy of what a caller may know about one target. */
-struct target_info {
-    pid_t pid;
-    char comm[17];
-    char allocator[256];   /* the object whose malloc is probed */
-    size_t nfuncs;         /* allocator functions probed */
-    size_t emulated;       /* of which probed on an instruction the kernel emulates */
-    uint64_t attached_ns;  /* CLOCK_MONOTONIC when this daemon attached (or adopted) it */
-    const char *sampler;   /* "uprobe" or "inprocess": the one in use (static string) */
-    char sampler_note[256]; /* why the in-process sampler was not used, or "" */
-    struct holders holders; /* why it is profiled */
-    uint64_t attach_delay_ns; /* from its exec or fork to attached; 0: not attached on one */
-    uint64_t probe_hits;   /* probe runs in it since attach (each a trap) */
-    uint64_t ns_per_hit;   /* CPU ns one costs, for its sampler and the other targets of its
-                            * allocator's library (0: not calibrated) */
-    uint64_t cpu_ns;       /* CPU time the process used since attach, its probes' included */
-    uint64_t cpu_ns_at_attach; /* its CPU time when attached (what cpu_ns counts from) */
-    uint64_t forks_unprofiled; /* children it forked that could not be profiled */
-};
 
 /* Why a target's probes go. */
 enum target_end {
@@ -76,44 +60,68 @@ struct target_farewell {
 /* Called as a target exits or is let go, before its BPF state goes. */
 typedef void (*targets_farewell_fn)(void *arg, const struct target_farewell *f);
 
+/* What the daemon's options set: read under the lock, since SIGHUP and
+ * tests may change them while requests run. */
+struct targets_settings {
+    size_t max_targets;        /* processes profiled at once */
+    size_t max_per_owner;      /* targets one owner may hold (0: no limit) */
+    enum sampler_kind sampler; /* the sampler new targets get (--sampler) */
+    uint64_t idle_ns;          /* --idle-detach (0: a request holds for ever) */
+};
+
+/* What the table has done since start, for /metrics. */
+struct targets_counters {
+    uint64_t attach_errors;
+    uint64_t attached_total;
+    uint64_t detached_total;
+    uint64_t idle_detached_total;  /* let go with nothing holding them */
+    uint64_t reattached_total;     /* processes attached again after exec */
+    uint64_t last_attach_ns;       /* how long the last attach took */
+    uint64_t last_detach_ns;       /* how long removing the last target's probes took */
+    uint64_t inprocess_fallbacks;  /* in-process asked, uprobes used */
+    uint64_t last_inject_stop_ns;  /* target stopped at the last injection */
+    /* Target stopped at the last restore: written with an atomic store,
+     * since a detach may restore with or without the lock. */
+    uint64_t last_restore_stop_ns;
+};
+
+/* Who is told of what the table does; set before the first attach. */
+struct targets_callbacks {
+    targets_farewell_fn on_farewell; /* NULL: nothing kept of targets that go */
+    void *on_farewell_arg;
+    /* Told of each attach that one of the daemon's own holds (pid, rule,
+     * fork: `why`) made, for the audit line; the request that made an
+     * attach tells of it itself. NULL: none. */
+    void (*on_attached)(void *arg, const struct target_info *t, enum hold_kind why);
+    void *on_attached_arg;
+};
+
 /* The table of profiled processes; its slot index is the BPF image slot. */
 struct targets {
     pthread_mutex_t lock;
     pthread_cond_t changed; /* broadcast when an attach or a detach finishes */
+    /* In checks builds, the thread that holds `lock` (0: none), for
+     * assert_locked() (target_slot.h): set by the thread that takes the
+     * lock, cleared by it as it lets go. */
+    pthread_t lock_owner;
     struct bpf_state *bpf;
     struct unwind_manager *unwind; /* NULL: frame pointers only */
     struct process_events *events;    /* NULL: no exit and fork events (their watch list) */
     struct target *slot[HP_MAX_TARGETS]; /* under lock */
-    uint64_t attach_errors;    /* under lock */
-    uint64_t attached_total;   /* under lock */
-    uint64_t detached_total;   /* under lock */
-    uint64_t idle_detached_total; /* under lock: let go with nothing holding them */
-    uint64_t reattached_total; /* under lock: processes attached again after exec */
-    uint64_t last_attach_ns;   /* under lock: how long the last attach took */
-    uint64_t last_detach_ns;   /* under lock: how long removing the last target's probes took */
-    size_t max_targets;        /* under lock: processes profiled at once */
-    size_t max_per_owner;      /* under lock: targets one owner may hold (0: no limit) */
-    enum sampler_kind sampler; /* under lock: the sampler new targets get (--sampler) */
-    uint64_t inprocess_fallbacks;  /* under lock: in-process asked, uprobes used */
-    uint64_t last_inject_stop_ns;  /* under lock: target stopped at the last injection */
-    uint64_t last_restore_stop_ns; /* atomic: target stopped at the last restore */
-    uint64_t idle_ns;          /* under lock: --idle-detach (0: a request holds for ever) */
-    uint64_t ns_per_hit;       /* under lock: calibrated cost of a uprobe sampler's hit
-                                * (probe_cost.h); 0 until calibrated */
-    uint64_t ns_when_shared;   /* under lock: what another target of the same library adds */
-    uint64_t ns_per_sharer;    /* under lock: and each one more */
-    targets_farewell_fn on_farewell; /* NULL: nothing kept of targets that go */
-    void *on_farewell_arg;
-    /* Told of each attach a hold of the daemon's own settings made (pid,
-     * rule, fork: `why`), for the audit line; those a request made are
-     * told by the request. NULL: none. */
-    void (*on_attached)(void *arg, const struct target_info *t, enum hold_kind why);
-    void *on_attached_arg;
+    struct targets_settings settings;    /* under lock */
+    struct targets_counters counters;    /* under lock, but for last_restore_stop_ns */
+    /* The calibrated cost of a uprobe sampler's hit, and what each other
+     * target of the same library adds (probe_cost.h); zero until
+     * calibrated. Under lock. */
+    struct probe_cost cost;
+    struct targets_callbacks callbacks;
 };
 
 /* `max_targets`: processes profiled at once (0: HP_MAX_TARGETS). */
 void targets_init(struct targets *t, struct bpf_state *bpf, struct unwind_manager *unwind,
                   size_t max_targets);
+/* Takes new settings (SIGHUP); targets attached already keep their sampler. */
+void targets_set_settings(struct targets *t, const struct targets_settings *settings);
 /* Detaches everything; with `keep_state`, the BPF counts of the processes
  * stay (pinned) for the next daemon to adopt. */
 void targets_destroy(struct targets *t, int keep_state);
@@ -217,17 +225,5 @@ void targets_settle_exits(struct targets *t);
  * just_exec_d). Returns whether it was one. */
 bool targets_exec_d(struct targets *t, pid_t pid, uint64_t event_ns, struct holders *kept,
                     enum sampler_kind *sampler);
-
-/* A copy of target `pid` (false if it is not one). */
-bool targets_info(struct targets *t, pid_t pid, struct target_info *out);
-
-/* Sets the calibrated cost of a probe hit (probe_cost.h). */
-void targets_set_cost(struct targets *t, const struct probe_cost *cost);
-
-/* --idle-detach: how long a request holds a process (0: for ever). */
-uint64_t targets_idle_ns(struct targets *t);
-
-/* Copies up to `cap` targets into `out`; returns how many there are. */
-size_t targets_list(struct targets *t, struct target_info *out, size_t cap);
 
 #endif

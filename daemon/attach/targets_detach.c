@@ -3,7 +3,7 @@
  * processes that exited, exec'd, or that nothing holds any more, keeping
  * the last profile of those that exited or went idle first (see
  * targets.h). The probes' removal waits for RCU, tens of ms, so it runs
- * outside the lock with the slot kept taken (`detaching`), and requests
+ * outside the lock with the slot kept taken (TARGET_DETACHING), and requests
  * for the pid wait on `changed` until it is done.
  */
 #include "targets.h"
@@ -43,75 +43,23 @@ static int has_exec_d(struct target *tg)
     return moved;
 }
 
-uint64_t target_release_probes(struct targets *t, struct target *tg, int keep_state)
-{
-    uint64_t t0 = monotonic_ns();
-    if (tg->inproc) {
-        /* Callers may or may not hold the lock: a plain atomic store. */
-        __atomic_store_n(&t->last_restore_stop_ns, inprocess_detach(tg->inproc),
-                         __ATOMIC_RELAXED);
-        free(tg->inproc);
-        tg->inproc = NULL;
-    }
-    probe_links_release(&tg->probes);
-    uint64_t took = monotonic_ns() - t0; /* the probes; forgetting the counts is not detaching */
-    if (t->events)
-        process_events_unwatch(t->events, tg->pid);
-    int e = keep_state ? 0 : bpf_state_forget_process(t->bpf, (uint32_t)tg->pid);
-    if (e)
-        fprintf(stderr, "heapprofd: pid %d: deleting its BPF entries: %s (some stay in the maps)\n",
-                (int)tg->pid, strerror(-e));
-    if (t->unwind)
-        unwind_manager_forget(t->unwind, tg->pid);
-    return took;
-}
-
-void target_refresh_facts(struct target *tg)
-{
-    struct process_facts now;
-    if (process_facts_read(tg->pid, &now) != 0)
-        return;
-    if (now.start_time != tg->start_time) {
-        process_facts_free(&now);
-        return;
-    }
-    process_facts_free(&tg->facts);
-    tg->facts = now;
-}
-
-void target_free(struct target *tg)
-{
-    proc_maps_free(&tg->last_maps);
-    process_facts_free(&tg->facts);
-    free(tg);
-}
-
-void targets_detach_reused(struct targets *t, size_t slot)
-{
-    struct target *tg = t->slot[slot];
-    t->last_detach_ns = target_release_probes(t, tg, 0);
-    target_free(tg);
-    t->slot[slot] = NULL;
-    t->detached_total++;
-    bpf_state_persist_target(t->bpf, (uint32_t)slot, 0, 0, 0);
-}
-
 void targets_destroy(struct targets *t, int keep_state)
 {
-    pthread_mutex_lock(&t->lock);
+    targets_lock(t);
     for (size_t i = 0; i < HP_MAX_TARGETS; i++) {
         struct target *tg = t->slot[i];
         if (!tg)
             continue;
         if (keep_state) {
             target_release_probes(t, tg, 1);
+            tg->state = TARGET_ENDED;
             target_free(tg);
             t->slot[i] = NULL;
         } else {
             targets_detach_reused(t, i);
         }
     }
-    pthread_mutex_unlock(&t->lock);
+    targets_unlock(t);
     pthread_cond_destroy(&t->changed);
     pthread_mutex_destroy(&t->lock);
 }
@@ -119,18 +67,22 @@ void targets_destroy(struct targets *t, int keep_state)
 /* Under the lock: marks the target in `slot` as going, for `end`. */
 static void mark(struct targets *t, size_t slot, enum target_end end, int keep_profile)
 {
+    assert_locked(t);
     struct target *tg = t->slot[slot];
-    tg->detaching = 1;
+    tg->state = TARGET_DETACHING;
     tg->end = end;
-    tg->keep_profile = keep_profile && t->on_farewell && tg->last_maps.n;
+    tg->keep_profile = keep_profile && t->callbacks.on_farewell && tg->last_maps.n;
 }
 
-/* Keeps the last profile of `tg`, in `slot`, which is going (no lock:
- * its slot is marked, no one else touches it). */
+/* Keeps the last profile of `tg`, in `slot`, which is going (without the
+ * lock: its slot is marked, no one else changes it). Its copy is made
+ * under the lock all the same: its cost reads the other slots. */
 static void say_farewell(struct targets *t, size_t slot, struct target *tg, uint64_t idle_ns)
 {
     struct target_info info;
+    targets_lock(t);
     target_info_copy(t, tg, &info);
+    targets_unlock(t);
     target_info_count(t, slot, &info);
     struct target_farewell f = {
         .pid = tg->pid,
@@ -140,7 +92,7 @@ static void say_farewell(struct targets *t, size_t slot, struct target *tg, uint
         .idle_ns = idle_ns,
         .info = &info,
     };
-    t->on_farewell(t->on_farewell_arg, &f);
+    t->callbacks.on_farewell(t->callbacks.on_farewell_arg, &f);
 }
 
 /*
@@ -156,54 +108,52 @@ static void let_go(struct targets *t, const size_t *slots, size_t n)
     if (n == 0)
         return;
     uint64_t took = 0, idle_ns;
-    pthread_mutex_lock(&t->lock);
-    idle_ns = t->idle_ns;
-    pthread_mutex_unlock(&t->lock);
+    targets_lock(t);
+    idle_ns = t->settings.idle_ns;
+    targets_unlock(t);
     for (size_t k = 0; k < n; k++) {
         struct target *tg = t->slot[slots[k]];
         if (tg->keep_profile)
             say_farewell(t, slots[k], tg, idle_ns);
         took = target_release_probes(t, tg, 0);
     }
-    pthread_mutex_lock(&t->lock);
+    targets_lock(t);
     for (size_t k = 0; k < n; k++) {
         struct target *tg = t->slot[slots[k]];
-        t->idle_detached_total += tg->end == END_IDLE;
+        t->counters.idle_detached_total += tg->end == END_IDLE;
+        tg->state = TARGET_ENDED;
         target_free(tg);
         t->slot[slots[k]] = NULL;
-        t->detached_total++;
-        t->last_detach_ns = took;
+        t->counters.detached_total++;
+        t->counters.last_detach_ns = took;
         bpf_state_persist_target(t->bpf, (uint32_t)slots[k], 0, 0, 0);
     }
     pthread_cond_broadcast(&t->changed);
-    pthread_mutex_unlock(&t->lock);
+    targets_unlock(t);
 }
 
 /* Under the lock: marks the targets that exited or exec'd as going, into
- * gone[] (their slots), and those that exec'd with their holders and the
- * samplers they asked for into exec_d[], kept[] and exec_sampler[];
+ * gone[] (their slots), and those that exec'd to be attached again, with
+ * their holders and the samplers they asked for, into again[] (*nagain);
  * refreshes the CPU time of the rest. */
-static size_t mark_gone(struct targets *t, size_t *gone, pid_t *exec_d, struct holders *kept,
-                        enum sampler_kind *exec_sampler, size_t *nexec)
+static size_t mark_gone(struct targets *t, size_t *gone, struct target_reattach *again,
+                        size_t *nagain)
 {
     size_t n = 0;
-    *nexec = 0;
-    for (size_t i = 0; i < HP_MAX_TARGETS; i++) {
-        struct target *tg = t->slot[i];
+    struct target *tg;
+    assert_locked(t);
+    *nagain = 0;
+    for_each_live_target(t, i, tg) {
         uint64_t start_time;
-        if (!tg || tg->detaching || tg->attaching)
-            continue;
         int exited = proc_start_time(tg->pid, &start_time) != 0 || start_time != tg->start_time;
         int exec = !exited && has_exec_d(tg);
         if (!exited)
             target_refresh_facts(tg);
         /* An owner's process that exec'd may now run a program its owner
          * may not profile (setuid): it asks again, and is checked again. */
-        if (exec && !tg->owned) {
-            kept[*nexec] = tg->holders;
-            exec_sampler[*nexec] = tg->wanted;
-            exec_d[(*nexec)++] = tg->pid;
-        }
+        if (exec && !tg->owned)
+            again[(*nagain)++] = (struct target_reattach){
+                .pid = tg->pid, .holders = tg->holders, .sampler = tg->wanted};
         if (exited || exec) {
             mark(t, i, exec ? END_EXEC : END_EXITED, exited);
             gone[n++] = i;
@@ -214,56 +164,40 @@ static size_t mark_gone(struct targets *t, size_t *gone, pid_t *exec_d, struct h
     return n;
 }
 
-void targets_reap(struct targets *t)
+size_t targets_let_go_gone(struct targets *t, struct target_reattach *again)
 {
-    size_t gone[HP_MAX_TARGETS], nexec;
-    pid_t exec_d[HP_MAX_TARGETS];
-    enum sampler_kind exec_sampler[HP_MAX_TARGETS];
-    struct holders *kept = calloc(HP_MAX_TARGETS, sizeof(*kept));
-    if (!kept)
-        return; /* the next scan tries again */
-    pthread_mutex_lock(&t->lock);
-    size_t n = mark_gone(t, gone, exec_d, kept, exec_sampler, &nexec);
-    pthread_mutex_unlock(&t->lock);
+    size_t gone[HP_MAX_TARGETS], nagain;
+    targets_lock(t);
+    size_t n = mark_gone(t, gone, again, &nagain);
+    targets_unlock(t);
     let_go(t, gone, n);
 
     pid_t live[HP_MAX_TARGETS];
     size_t nlive = 0;
-    pthread_mutex_lock(&t->lock);
-    for (size_t i = 0; i < HP_MAX_TARGETS; i++)
-        if (t->slot[i] && !t->slot[i]->detaching && !t->slot[i]->attaching)
-            live[nlive++] = t->slot[i]->pid;
-    pthread_mutex_unlock(&t->lock);
+    struct target *tg;
+    targets_lock(t);
+    for_each_live_target(t, i, tg)
+        live[nlive++] = tg->pid;
+    targets_unlock(t);
 
     /* Libraries loaded with dlopen, or a new program after exec, get their
      * tables here; unchanged processes cost one read of their maps. */
     for (size_t k = 0; k < nlive; k++)
         target_update_unwind_tables(t, live[k]);
-
-    /* A process that exec'd is a new program: attach to it afresh, held
-     * as it was. */
-    for (size_t k = 0; k < nexec; k++) {
-        char err[512];
-        /* A second after its exec: loaded. */
-        struct hold_request how = {.reattach = true, .sampler = &exec_sampler[k]};
-        if (targets_hold_set(t, exec_d[k], &kept[k], &how, err, sizeof(err)) != 0)
-            fprintf(stderr, "heapprofd: pid %d after exec: %s\n", (int)exec_d[k], err);
-    }
-    free(kept);
+    return nagain;
 }
 
 size_t targets_expire(struct targets *t, uint64_t now_ns)
 {
     size_t gone[HP_MAX_TARGETS], n = 0;
-    pthread_mutex_lock(&t->lock);
-    for (size_t i = 0; i < HP_MAX_TARGETS; i++) {
-        struct target *tg = t->slot[i];
-        if (tg && !tg->attaching && !tg->detaching && !holders_held(&tg->holders, now_ns)) {
+    targets_lock(t);
+    struct target *tg;
+    for_each_live_target(t, i, tg)
+        if (!holders_held(&tg->holders, now_ns)) {
             mark(t, i, END_IDLE, 1);
             gone[n++] = i;
         }
-    }
-    pthread_mutex_unlock(&t->lock);
+    targets_unlock(t);
     let_go(t, gone, n);
     return n;
 }
@@ -271,10 +205,10 @@ size_t targets_expire(struct targets *t, uint64_t now_ns)
 void targets_release(struct targets *t, pid_t pid, enum hold_kind kind)
 {
     size_t gone[1], n = 0;
-    pthread_mutex_lock(&t->lock);
-    for (size_t i = 0; i < HP_MAX_TARGETS && n == 0; i++) {
-        struct target *tg = t->slot[i];
-        if (!tg || tg->pid != pid || tg->attaching || tg->detaching)
+    targets_lock(t);
+    struct target *tg;
+    for_each_live_target(t, i, tg) {
+        if (tg->pid != pid)
             continue;
         holders_drop(&tg->holders, kind);
         /* The window's profile is what the caller kept: no other. */
@@ -284,24 +218,24 @@ void targets_release(struct targets *t, pid_t pid, enum hold_kind kind)
         }
         break;
     }
-    pthread_mutex_unlock(&t->lock);
+    targets_unlock(t);
     let_go(t, gone, n);
 }
 
 void targets_exited(struct targets *t, pid_t pid)
 {
     size_t gone[1], n = 0;
-    pthread_mutex_lock(&t->lock);
+    targets_lock(t);
 restart:
     for (size_t i = 0; i < HP_MAX_TARGETS; i++) {
         struct target *tg = t->slot[i];
         uint64_t start_time;
         if (!tg || tg->pid != pid)
             continue;
-        if (tg->attaching || tg->detaching) {
+        if (!target_live(tg)) {
             /* Its attach fails on its own; its farewell is under way: wait
              * for it, so a request after the exit finds the kept profile. */
-            pthread_cond_wait(&t->changed, &t->lock);
+            targets_wait(t);
             goto restart;
         }
         if (proc_start_time(pid, &start_time) == 0 && start_time == tg->start_time)
@@ -310,7 +244,7 @@ restart:
         gone[n++] = i;
         break;
     }
-    pthread_mutex_unlock(&t->lock);
+    targets_unlock(t);
     let_go(t, gone, n);
 }
 
@@ -318,15 +252,14 @@ void targets_settle_exits(struct targets *t)
 {
     pid_t gone[HP_MAX_TARGETS];
     size_t n = 0;
-    pthread_mutex_lock(&t->lock);
-    for (size_t i = 0; i < HP_MAX_TARGETS; i++) {
-        struct target *tg = t->slot[i];
+    targets_lock(t);
+    struct target *tg;
+    for_each_live_target(t, i, tg) {
         uint64_t start_time;
-        if (tg && !tg->attaching && !tg->detaching &&
-            (proc_start_time(tg->pid, &start_time) != 0 || start_time != tg->start_time))
+        if (proc_start_time(tg->pid, &start_time) != 0 || start_time != tg->start_time)
             gone[n++] = tg->pid;
     }
-    pthread_mutex_unlock(&t->lock);
+    targets_unlock(t);
     for (size_t k = 0; k < n; k++)
         targets_exited(t, gone[k]);
 }
@@ -335,10 +268,10 @@ bool targets_exec_d(struct targets *t, pid_t pid, uint64_t event_ns, struct hold
                     enum sampler_kind *sampler)
 {
     size_t gone[1], n = 0;
-    pthread_mutex_lock(&t->lock);
-    for (size_t i = 0; i < HP_MAX_TARGETS; i++) {
-        struct target *tg = t->slot[i];
-        if (!tg || tg->pid != pid || tg->attaching || tg->detaching)
+    targets_lock(t);
+    struct target *tg;
+    for_each_live_target(t, i, tg) {
+        if (tg->pid != pid)
             continue;
         if (tg->attached_ns < event_ns) { /* else attached to the new program already */
             /* An owner's process is not attached again (see mark_gone). */
@@ -349,7 +282,7 @@ bool targets_exec_d(struct targets *t, pid_t pid, uint64_t event_ns, struct hold
         }
         break;
     }
-    pthread_mutex_unlock(&t->lock);
+    targets_unlock(t);
     let_go(t, gone, n);
     return n > 0;
 }

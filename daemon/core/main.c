@@ -91,12 +91,12 @@ static void reload(int argc, char **argv, struct options *opts, struct daemon_ct
     options_free(opts);
     *opts = fresh;
     if (t) {
-        pthread_mutex_lock(&t->lock);
-        t->max_targets = opts->max_targets;
-        t->idle_ns = opts->idle_detach_ns;
-        t->max_per_owner = opts->max_targets_per_uid;
-        t->sampler = opts->sampler; /* for processes attached from now on */
-        pthread_mutex_unlock(&t->lock);
+        /* The sampler is for processes attached from now on. */
+        struct targets_settings set = {.max_targets = opts->max_targets,
+                                       .max_per_owner = opts->max_targets_per_uid,
+                                       .sampler = opts->sampler,
+                                       .idle_ns = opts->idle_detach_ns};
+        targets_set_settings(t, &set);
         attach_pids(opts, t);
     }
     if (ctx->watch && process_watch_set_rules(ctx->watch, &opts->rules) != 0)
@@ -141,12 +141,12 @@ static void start_targets(const struct options *opts, struct daemon_ctx *ctx,
     char err[512];
     struct process_events *events = NULL;
     targets_init(targets, ctx->bpf, ctx->unwind, opts->max_targets);
-    targets->max_per_owner = opts->max_targets_per_uid;
-    targets->sampler = opts->sampler;
-    targets->idle_ns = opts->idle_detach_ns;
-    targets->on_attached = audit_own_attach;
-    targets->on_farewell = views_keep_last_profile;
-    targets->on_farewell_arg = ctx;
+    targets->settings.max_per_owner = opts->max_targets_per_uid;
+    targets->settings.sampler = opts->sampler;
+    targets->settings.idle_ns = opts->idle_detach_ns;
+    targets->callbacks.on_attached = audit_own_attach;
+    targets->callbacks.on_farewell = views_keep_last_profile;
+    targets->callbacks.on_farewell_arg = ctx;
     cal->targets = targets;
     cal->started = pthread_create(&cal->thread, NULL, calibrate, cal) == 0;
     if (!cal->started)

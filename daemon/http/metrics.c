@@ -267,12 +267,12 @@ static int write_bpf_metrics(struct daemon_ctx *ctx, struct pprof_buf *out)
  * and restore. */
 static int write_inprocess_counters(struct daemon_ctx *ctx, struct pprof_buf *out)
 {
-    pthread_mutex_lock(&ctx->targets->lock);
-    unsigned long long fallbacks = ctx->targets->inprocess_fallbacks;
-    unsigned long long inject_ns = ctx->targets->last_inject_stop_ns;
-    pthread_mutex_unlock(&ctx->targets->lock);
-    unsigned long long restore_ns =
-        __atomic_load_n(&ctx->targets->last_restore_stop_ns, __ATOMIC_RELAXED);
+    struct targets_counters c;
+    struct probe_cost cost;
+    targets_read_counters(ctx->targets, &c, &cost);
+    unsigned long long fallbacks = c.inprocess_fallbacks;
+    unsigned long long inject_ns = c.last_inject_stop_ns;
+    unsigned long long restore_ns = c.last_restore_stop_ns;
     int e = emit_metric(out, "inprocess_fallbacks_total", "counter",
                         "Processes given uprobes because the in-process sampler could not be "
                         "used (the reason is in heapprofd_target_sampler).",
@@ -291,18 +291,19 @@ static int write_inprocess_counters(struct daemon_ctx *ctx, struct pprof_buf *ou
 /* The target table's counters; nothing when BPF is unavailable. */
 static int write_target_counters(struct daemon_ctx *ctx, struct pprof_buf *out)
 {
-    pthread_mutex_lock(&ctx->targets->lock);
-    unsigned long long errors = ctx->targets->attach_errors;
-    unsigned long long attached = ctx->targets->attached_total;
-    unsigned long long detached = ctx->targets->detached_total;
-    unsigned long long reattached = ctx->targets->reattached_total;
-    unsigned long long idle = ctx->targets->idle_detached_total;
-    unsigned long long ns_per_hit = ctx->targets->ns_per_hit;
-    unsigned long long ns_per_sharer = ctx->targets->ns_per_sharer;
-    unsigned long long ns_when_shared = ctx->targets->ns_when_shared;
-    unsigned long long attach_ns = ctx->targets->last_attach_ns;
-    unsigned long long detach_ns = ctx->targets->last_detach_ns;
-    pthread_mutex_unlock(&ctx->targets->lock);
+    struct targets_counters c;
+    struct probe_cost cost;
+    targets_read_counters(ctx->targets, &c, &cost);
+    unsigned long long errors = c.attach_errors;
+    unsigned long long attached = c.attached_total;
+    unsigned long long detached = c.detached_total;
+    unsigned long long reattached = c.reattached_total;
+    unsigned long long idle = c.idle_detached_total;
+    unsigned long long ns_per_hit = cost.ns_per_hit;
+    unsigned long long ns_per_sharer = cost.ns_per_sharer;
+    unsigned long long ns_when_shared = cost.ns_when_shared;
+    unsigned long long attach_ns = c.last_attach_ns;
+    unsigned long long detach_ns = c.last_detach_ns;
     int e = emit_metric(out, "targets", "gauge", "Processes being profiled.",
                         targets_list(ctx->targets, NULL, 0));
     if (e == 0)

@@ -1,0 +1,135 @@
+/*
+ * process_watch_pending.c - the attacher's queue (see process_watch.c):
+ * processes that exec'd or were forked, waiting to be attached once ready
+ * (an exec'd program once its dynamic linker has loaded its libraries, a
+ * child after FORK_GRACE_NS), what became of each attach, and the
+ * processes whose attach for a rule failed, so that the scan does not try
+ * them every second. Only the attacher's thread touches any of it.
+ */
+#include "process_watch_state.h"
+
+#include <errno.h>
+#include <stdio.h>
+
+#include "clock.h"
+#include "process_events.h"
+#include "proc_info.h"
+#include "targets.h"
+
+/* Whether the attach of this very process failed before. */
+bool watch_failed_before(struct process_watch *w, pid_t pid, uint64_t start_time)
+{
+    for (size_t i = 0; i < FAILED_MEMORY; i++)
+        if (w->failed[i].pid == pid && w->failed[i].start_time == start_time)
+            return true;
+    return false;
+}
+
+/* Remembers a process whose attach for a rule failed, saying why once. */
+void watch_remember_failure(struct process_watch *w, pid_t pid, const char *err)
+{
+    uint64_t start_time;
+    if (proc_start_time(pid, &start_time) != 0 || watch_failed_before(w, pid, start_time))
+        return;
+    fprintf(stderr, "heapprofd: pid %d matches a target rule but: %s\n", (int)pid, err);
+    w->failed[w->next_failed].pid = pid;
+    w->failed[w->next_failed].start_time = start_time;
+    w->next_failed = (w->next_failed + 1) % FAILED_MEMORY;
+}
+
+/* Queues `pid` to attach once ready; a full queue leaves it to the scan. */
+void watch_add_pending(struct process_watch *w, const struct pending *p)
+{
+    for (size_t i = 0; i < w->npending; i++)
+        if (w->pending[i].pid == p->pid) {
+            holders_merge(&w->pending[i].holders, &p->holders);
+            return;
+        }
+    if (w->npending < PENDING_MAX)
+        w->pending[w->npending++] = *p;
+}
+
+/* What became of a pending attach: counted, and said where it failed. */
+static void finish_pending(struct process_watch *w, const struct pending *p, int e,
+                           const char *err)
+{
+    uint64_t delay = monotonic_ns() - p->event_ns;
+    if (e == 0 && p->parent) {
+        watch_count(w, &w->stats.forks_attached, 1);
+    } else if (e == 0 && p->reattach) {
+        /* a target that exec'd: counted by the table (reattached_total) */
+    } else if (e == 0) {
+        pthread_mutex_lock(&w->lock);
+        w->stats.exec_attached++;
+        w->stats.exec_attach_delay_ns += delay;
+        pthread_mutex_unlock(&w->lock);
+    } else if (e == -ESRCH) {
+        /* gone already */
+    } else if (p->parent) {
+        /* Uprobes' breakpoints can be taken out; an in-process sampler's
+         * patch cannot be by a uprobe (removing one writes the file's
+         * first byte back over the patched entry). */
+        char why[512] = "it inherited the in-process sampler, which stays";
+        int scrubbed = p->sampler == SAMPLER_INPROCESS
+                           ? -EPERM
+                           : targets_scrub_inherited(w->targets, p->pid, why, sizeof(why));
+        fprintf(stderr, "heapprofd: pid %d, forked by profiled pid %d, is not profiled: %s; %s%s\n",
+                (int)p->pid, (int)p->parent, err,
+                scrubbed == 0 ? "the probes it inherited were taken out"
+                              : "it runs with the probes it inherited, unprofiled: ",
+                scrubbed == 0 ? "" : why);
+        /* Counted once all of that is done: what the count shows is over. */
+        targets_note_unprofiled_fork(w->targets, p->parent);
+        watch_count(w, &w->stats.forks_unprofiled, 1);
+    } else if (e == -ENOSPC || e == -ENOENT) {
+        /* Over the cap, or no allocator yet (held at its exec): the scan
+         * and the reaper retry. */
+    } else if (holders_holds(&p->holders, HOLD_RULE, 0)) {
+        watch_remember_failure(w, p->pid, err);
+    } else {
+        fprintf(stderr, "heapprofd: pid %d after exec: %s\n", (int)p->pid, err);
+    }
+    if (e && e != -ESRCH && w->events)
+        process_events_unwatch(w->events, p->pid);
+}
+
+/* Attaches the pending processes whose time has come: an exec'd one once
+ * its libraries are loaded (or EXEC_SETTLE_MAX_NS passed), a child after
+ * its grace. */
+void watch_attach_pending(struct process_watch *w)
+{
+    for (size_t i = 0; i < w->npending;) {
+        struct pending *p = &w->pending[i];
+        uint64_t now = monotonic_ns();
+        if (now < p->not_before_ns) {
+            i++;
+            continue;
+        }
+        char err[512] = "";
+        bool settle = now - p->event_ns < EXEC_SETTLE_MAX_NS;
+        enum sampler_kind sampler = (enum sampler_kind)p->sampler;
+        struct hold_request how = {.event_ns = p->event_ns, .just_exec_d = settle,
+                                   .reattach = p->reattach,
+                                   .sampler = p->sampler >= 0 ? &sampler : NULL};
+        int e = holders_held(&p->holders, now)
+                    ? targets_hold_set(w->targets, p->pid, &p->holders, &how, err, sizeof(err))
+                    : -ESRCH; /* its holds ended while it waited */
+        if (e == -EAGAIN && settle) {
+            if (now - p->event_ns >= PENDING_FAST_NS)
+                p->not_before_ns = now + PENDING_SLOW_POLL_NS;
+            i++;
+            continue;
+        }
+        finish_pending(w, p, e, err);
+        w->pending[i] = w->pending[--w->npending];
+    }
+}
+
+/* Whether `pid` waits in the pending list (the scan leaves it be). */
+bool watch_is_pending(struct process_watch *w, pid_t pid)
+{
+    for (size_t i = 0; i < w->npending; i++)
+        if (w->pending[i].pid == pid)
+            return true;
+    return false;
+}
