@@ -28,6 +28,7 @@
 #include "pprof.h"
 #include "profile_request.h"
 #include "query.h"
+#include "strbuf.h"
 #include "targets_json.h"
 #include "web_assets.h"
 
@@ -166,15 +167,15 @@ static enum MHD_Result serve_profile(struct daemon_ctx *ctx, struct MHD_Connecti
 static enum MHD_Result serve_index_json(struct daemon_ctx *ctx, struct MHD_Connection *conn,
                                         const struct caller *who)
 {
-    struct pprof_buf b = {0};
+    struct strbuf b = {0};
     int e = targets_json_write(ctx, who, &b);
     if (e) {
-        pprof_buf_free(&b);
+        strbuf_free(&b);
         char err[96];
         snprintf(err, sizeof(err), "list the profiled processes: %s", strerror(-e));
         return respond_text(ctx, conn, MHD_HTTP_INTERNAL_SERVER_ERROR, err);
     }
-    return respond(conn, MHD_HTTP_OK, (char *)b.data, b.len, "application/json", NULL);
+    return respond(conn, MHD_HTTP_OK, b.data, b.len, "application/json", NULL);
 }
 
 /* A file of the web page, from the binary. Scripts only from here: the page
@@ -201,31 +202,31 @@ static enum MHD_Result serve_web_asset(struct MHD_Connection *conn, const struct
 static enum MHD_Result serve_index(struct daemon_ctx *ctx, struct MHD_Connection *conn,
                                    const struct caller *who)
 {
-    struct pprof_buf b = {0};
+    struct strbuf b = {0};
     int e = index_html_write(ctx, who, &b);
     if (e) {
-        pprof_buf_free(&b);
+        strbuf_free(&b);
         char err[96];
         snprintf(err, sizeof(err), "list the profiled processes: %s", strerror(-e));
         return respond_text(ctx, conn, MHD_HTTP_INTERNAL_SERVER_ERROR, err);
     }
-    return respond(conn, MHD_HTTP_OK, (char *)b.data, b.len, "text/html; charset=utf-8", NULL);
+    return respond(conn, MHD_HTTP_OK, b.data, b.len, "text/html; charset=utf-8", NULL);
 }
 
 /* GET /metrics, with the per-process series of the processes `who` may profile. */
 static enum MHD_Result serve_metrics(struct daemon_ctx *ctx, struct MHD_Connection *conn,
                                      const struct caller *who)
 {
-    struct pprof_buf b = {0};
+    struct strbuf b = {0};
     int e = metrics_write(ctx, who, &b);
     if (e) {
         char err[128];
         snprintf(err, sizeof(err), "write the metrics: %s", strerror(-e));
-        pprof_buf_free(&b);
+        strbuf_free(&b);
         return respond_text(ctx, conn, MHD_HTTP_INTERNAL_SERVER_ERROR, err);
     }
-    return respond(conn, MHD_HTTP_OK, (char *)b.data, b.len,
-                   "text/plain; version=0.0.4; charset=utf-8", NULL);
+    return respond(conn, MHD_HTTP_OK, b.data, b.len, "text/plain; version=0.0.4; charset=utf-8",
+                   NULL);
 }
 
 static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char *url,

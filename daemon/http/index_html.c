@@ -25,17 +25,17 @@ static const char page_head[] =
 static const char page_tail[] = "</table></body></html>\n";
 
 /* Appends `s` with HTML's special characters escaped. */
-static int put_escaped(struct pprof_buf *b, const char *s)
+static int put_escaped(struct strbuf *b, const char *s)
 {
     int e = 0;
     while (*s && e == 0) {
         size_t plain = strcspn(s, "<>&\"");
-        e = pprof_buf_append(b, s, plain);
+        e = strbuf_append(b, s, plain);
         s += plain;
         if (!*s || e)
             break;
         const char *rep = *s == '<' ? "&lt;" : *s == '>' ? "&gt;" : *s == '&' ? "&amp;" : "&quot;";
-        e = pprof_buf_append(b, rep, strlen(rep));
+        e = strbuf_append(b, rep, strlen(rep));
         s++;
     }
     return e;
@@ -43,7 +43,7 @@ static int put_escaped(struct pprof_buf *b, const char *s)
 
 /* One process's row: who it is, its allocator and sampler, what holds it
  * and until when, its cost, and links to its profiles. */
-static int put_row(struct pprof_buf *b, const struct target_info *t, uint64_t now)
+static int put_row(struct strbuf *b, const struct target_info *t, uint64_t now)
 {
     char held[64], until[32], cost[256];
     holders_describe(&t->holders, now, held, sizeof(held));
@@ -53,42 +53,41 @@ static int put_row(struct pprof_buf *b, const struct target_info *t, uint64_t no
     else
         snprintf(until, sizeof(until), "%.0f s", left);
     probe_cost_describe(t->probe_hits, t->ns_per_hit, t->cpu_ns, cost, sizeof(cost));
-    int e = pprof_buf_printf(b, "<tr><td>%d</td><td>", (int)t->pid);
+    int e = strbuf_printf(b, "<tr><td>%d</td><td>", (int)t->pid);
     if (e == 0)
         e = put_escaped(b, t->comm);
     if (e == 0)
-        e = pprof_buf_printf(b, "</td><td>");
+        e = strbuf_printf(b, "</td><td>");
     if (e == 0)
         e = put_escaped(b, t->allocator);
     if (e == 0)
-        e = pprof_buf_printf(b, " (%zu functions, %zu on emulated instructions)</td><td>%s",
-                             t->nfuncs, t->emulated, t->sampler);
+        e = strbuf_printf(b, " (%zu functions, %zu on emulated instructions)</td><td>%s", t->nfuncs,
+                          t->emulated, t->sampler);
     if (e == 0 && t->sampler_note[0]) {
-        e = pprof_buf_printf(b, ": not inprocess, ");
+        e = strbuf_printf(b, ": not inprocess, ");
         if (e == 0)
             e = put_escaped(b, t->sampler_note);
     }
     if (e == 0)
-        e = pprof_buf_printf(
-            b,
-            "</td><td>%s</td><td>%s</td><td>%s</td><td>"
-            "<a href=\"heap?pid=%d\">heap</a> <a href=\"allocs?pid=%d\">allocs</a> "
-            "<a href=\"heap?pid=%d&amp;debug=1\">text</a></td></tr>\n",
-            held, until, cost, (int)t->pid, (int)t->pid, (int)t->pid);
+        e = strbuf_printf(b,
+                          "</td><td>%s</td><td>%s</td><td>%s</td><td>"
+                          "<a href=\"heap?pid=%d\">heap</a> <a href=\"allocs?pid=%d\">allocs</a> "
+                          "<a href=\"heap?pid=%d&amp;debug=1\">text</a></td></tr>\n",
+                          held, until, cost, (int)t->pid, (int)t->pid, (int)t->pid);
     return e;
 }
 
-int index_html_write(struct daemon_ctx *ctx, const struct caller *who, struct pprof_buf *out)
+int index_html_write(struct daemon_ctx *ctx, const struct caller *who, struct strbuf *out)
 {
     struct visible_targets v = {0};
     int e = visible_targets_get(ctx, who, false, &v);
     uint64_t now = monotonic_ns();
     if (e == 0)
-        e = pprof_buf_append(out, page_head, sizeof(page_head) - 1);
+        e = strbuf_append(out, page_head, sizeof(page_head) - 1);
     for (size_t i = 0; i < v.n && e == 0; i++)
         e = put_row(out, &v.info[i], now);
     if (e == 0)
-        e = pprof_buf_append(out, page_tail, sizeof(page_tail) - 1);
+        e = strbuf_append(out, page_tail, sizeof(page_tail) - 1);
     visible_targets_free(&v);
     return e;
 }

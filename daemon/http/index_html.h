@@ -9,10 +9,10 @@
 
 #include "access.h"
 #include "daemon_ctx.h"
-#include "pprof.h"
+#include "strbuf.h"
 
 /* Appends the page listing the targets `who` may profile; 0 or -errno
  * (-ENOMEM: `out` holds part of a page, for the caller to free). */
-int index_html_write(struct daemon_ctx *ctx, const struct caller *who, struct pprof_buf *out);
+int index_html_write(struct daemon_ctx *ctx, const struct caller *who, struct strbuf *out);
 
 #endif
