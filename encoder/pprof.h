@@ -31,8 +31,8 @@ struct pprof_buf {
 /* Appends `n` bytes; returns 0 or -ENOMEM. */
 int pprof_buf_append(struct pprof_buf *b, const void *data, size_t n);
 /* Appends printf-formatted text (no NUL); returns 0, -ENOMEM or -EINVAL
- * (a format vsnprintf refuses). The one printf into a buffer: the text
- * forms, /metrics and the JSON index write with it. */
+ * (a format vsnprintf refuses). The encoder's text forms (debug=1, top,
+ * folded) write with it; the daemon's own pages use its strbuf (base/). */
 __attribute__((format(printf, 2, 3))) int pprof_buf_printf(struct pprof_buf *b,
                                                            const char *fmt, ...);
 __attribute__((format(printf, 2, 0))) int pprof_buf_vprintf(struct pprof_buf *b,

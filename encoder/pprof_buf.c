@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "array_grow.h"
 #include "pprof.h"
 
 /* The first allocation: big enough for a small message without regrowing. */
@@ -19,24 +20,12 @@
 /* Makes room for `n` more bytes; returns 0 or -ENOMEM. */
 static int buf_reserve(struct pprof_buf *b, size_t n)
 {
-    if (n <= b->cap - b->len)
-        return 0;
     if (n > SIZE_MAX - b->len)
         return -ENOMEM;
-    size_t need = b->len + n;
-    size_t cap = b->cap ? b->cap : PPROF_BUF_MIN_CAP;
-    while (cap < need) {
-        if (cap > SIZE_MAX / 2) {
-            cap = need;
-            break;
-        }
-        cap *= 2;
-    }
-    uint8_t *data = realloc(b->data, cap);
+    uint8_t *data = array_grow(b->data, &b->cap, b->len + n, 1, PPROF_BUF_MIN_CAP);
     if (!data)
         return -ENOMEM;
     b->data = data;
-    b->cap = cap;
     return 0;
 }
 

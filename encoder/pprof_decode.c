@@ -15,6 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "array_grow.h"
+
 /* Wire types (protobuf encoding: "Message Structure"). */
 enum {
     WIRE_VARINT = 0,
@@ -42,14 +44,6 @@ struct field {
     struct reader body; /* WIRE_LEN: the payload */
 };
 
-/* `v` reallocated to hold `cap` elements of `elem` bytes; NULL on overflow or no memory. */
-static void *grow_to(void *v, size_t cap, size_t elem)
-{
-    if (cap > SIZE_MAX / elem)
-        return NULL;
-    return realloc(v, cap * elem);
-}
-
 /*
  * Makes room for element number `n` of `arr`. The capacity is implied by
  * `n` (doubled whenever n reaches a power of two), so the public structs
@@ -59,7 +53,8 @@ static void *grow_to(void *v, size_t cap, size_t elem)
     ({                                                                                             \
         int e_ = 0;                                                                                \
         if (((n) & ((n)-1)) == 0) {                                                                \
-            void *nv_ = grow_to((arr), (n) ? 2 * (n) : 1, sizeof(*(arr)));                         \
+            size_t cap_ = (n); /* full: n is 0 or a power of two */                                \
+            void *nv_ = array_grow((arr), &cap_, (size_t)(n) + 1, sizeof(*(arr)), 1);              \
             if (nv_)                                                                               \
                 (arr) = nv_;                                                                       \
             else                                                                                   \

@@ -9,9 +9,11 @@
  * A failed call leaves the profile as it was, apart from unused strings.
  */
 #include <errno.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "array_grow.h"
 #include "pprof_profile.h"
 
 /*
@@ -33,28 +35,16 @@ struct pprof_slot {
 /* Whether the entry at array position `pos` has key `key`. */
 typedef int (*pprof_key_eq)(const struct pprof_profile *p, size_t pos, const void *key);
 
-/* `v` reallocated for `n + extra` elements of size `elem`; NULL if too big or no memory. */
-static void *array_grow(void *v, size_t elem, size_t *cap, size_t n, size_t extra)
-{
-    if (extra > SIZE_MAX / elem - n)
-        return NULL;
-    size_t need = n + extra;
-    size_t c = *cap ? *cap : PPROF_ARRAY_MIN_CAP;
-    while (c < need)
-        c = c > SIZE_MAX / elem / 2 ? need : c * 2;
-    void *nv = realloc(v, c * elem);
-    if (nv)
-        *cap = c;
-    return nv;
-}
-
 /* Makes room for `extra` more elements in a PPROF_ARRAY; evaluates to 0 or -ENOMEM. */
 #define ARRAY_RESERVE(a, extra)                                                                    \
     ({                                                                                             \
         int err_ = 0;                                                                              \
         if ((extra) > (a).cap - (a).n) {                                                           \
             size_t cap_ = (a).cap;                                                                 \
-            void *v_ = array_grow((a).v, sizeof(*(a).v), &cap_, (a).n, (extra));                   \
+            void *v_ = (extra) > SIZE_MAX - (a).n                                                  \
+                           ? NULL                                                                  \
+                           : array_grow((a).v, &cap_, (a).n + (extra), sizeof(*(a).v),             \
+                                        PPROF_ARRAY_MIN_CAP);                                      \
             if (v_) {                                                                              \
                 (a).v = v_;                                                                        \
                 (a).cap = cap_;                                                                    \

@@ -1,11 +1,12 @@
 /*
- * strutil.c - strict decimal and duration parsing, control bytes hidden (see
- * strutil.h).
+ * strutil.c - strict decimal and duration parsing, durations written back,
+ * control bytes hidden (see strutil.h).
  */
 #include "strutil.h"
 
 #include <errno.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <string.h>
 
 int parse_decimal(const char **p, const char *end, uint64_t *out)
@@ -67,6 +68,28 @@ int parse_duration(const char *s, uint64_t max_ns, uint64_t *out)
     }
     *out = total;
     return 0;
+}
+
+void format_duration(uint64_t ns, char *out, size_t len)
+{
+    static const struct {
+        const char *unit;
+        uint64_t ns;
+    } units[] = {{"h", 3600000000000ULL}, {"m", 60000000000ULL}, {"s", 1000000000ULL},
+                 {"ms", 1000000ULL}};
+    if (ns == 0) {
+        snprintf(out, len, "0");
+        return;
+    }
+    for (size_t k = 0; k < sizeof(units) / sizeof(units[0]); k++) {
+        if (ns % units[k].ns == 0) {
+            snprintf(out, len, "%llu%s", (unsigned long long)(ns / units[k].ns), units[k].unit);
+            return;
+        }
+    }
+    /* A part of a millisecond, which no limit is: parse_duration() does
+     * not read it back, but the text still says what it is. */
+    snprintf(out, len, "%lluns", (unsigned long long)ns);
 }
 
 void hide_control_bytes(char *s)

@@ -84,10 +84,16 @@ static void reload(int argc, char **argv, struct options *opts, struct daemon_ct
         strcmp(fresh.listen_host, opts->listen_host) != 0 ||
         strcmp(fresh.pin_dir, opts->pin_dir) != 0 || fresh.layout != opts->layout ||
         memcmp(&fresh.trust, &opts->trust, sizeof(fresh.trust)) != 0 ||
-        fresh.open_loopback != opts->open_loopback)
-        fprintf(stderr, "heapprofd: reload: listen, sample-interval, pin-dir, probe-layout, "
-                        "trust-uid, trust-group and open-loopback changes take effect at the "
-                        "next restart\n");
+        fresh.open_loopback != opts->open_loopback || fresh.allow_remote != opts->allow_remote ||
+        strcmp(fresh.unix_path, opts->unix_path) != 0 ||
+        strcmp(fresh.token_file, opts->token_file) != 0 ||
+        fresh.unwind_fp_only != opts->unwind_fp_only ||
+        memcmp(&fresh.map_sizes, &opts->map_sizes, sizeof(fresh.map_sizes)) != 0) {
+        char names[512];
+        options_restart_only(names, sizeof(names));
+        fprintf(stderr, "heapprofd: reload: changes to %s take effect at the next restart\n",
+                names);
+    }
     options_free(opts);
     *opts = fresh;
     if (t) {

@@ -1,7 +1,9 @@
 /*
- * options.c - parses heapprofd's command line and config file into
- * `struct options` through one setter per option, so both accept the same
- * names and values, rejecting anything malformed with a reason.
+ * options.c - heapprofd's command line, config file and usage text, all
+ * made from the one table of options (options_table.c): the getopt
+ * entries, the lines of --help, the keys of the file and the error texts.
+ * Both the flags and the file go through the row's setter, so they accept
+ * the same names and values, and refuse anything malformed with a reason.
  */
 #include "options.h"
 
@@ -11,255 +13,106 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sampling_math.h"
-#include "strutil.h"
+#include "options_table.h"
 
 /* Lines of a config file at most, and the length of one. */
 #define CONFIG_MAX_LINE 1024
+/* The usage text: the column where an option's text starts, and the width
+ * it wraps at (help2man reads the text from the column on). */
+#define USAGE_TEXT_COLUMN 27
+#define USAGE_WIDTH 79
+/* The longest text of a row, filled in. */
+#define OPTION_TEXT_MAX 512
+
+/* Prints `text` with the cursor at column `col`, wrapped at USAGE_WIDTH;
+ * continuation lines start at column `indent`. */
+static void print_wrapped(FILE *out, const char *text, int col, int indent)
+{
+    int first = 1;
+    while (*text) {
+        size_t word = strcspn(text, " ");
+        if (!first && col + 1 + (int)word > USAGE_WIDTH) {
+            fprintf(out, "\n%*s", indent, "");
+            col = indent;
+        } else if (!first) {
+            fputc(' ', out);
+            col++;
+        }
+        fprintf(out, "%.*s", (int)word, text);
+        col += (int)word;
+        text += word;
+        text += strspn(text, " ");
+        first = 0;
+    }
+    fputc('\n', out);
+}
 
 void options_usage(FILE *out)
 {
-    fprintf(out,
-            "usage: heapprofd [--listen ADDR:PORT] [--sample-interval BYTES] [--pid N]...\n"
-            "                 [--comm NAME]... [--exe PATH]... [--cgroup PATH]...\n"
-            "                 [--max-targets N] [--idle-detach DURATION] [--pin-dir DIR]\n"
-            "                 [--config FILE]\n"
-            "  --listen ADDR:PORT       where to serve HTTP (default 127.0.0.1:6060)\n"
-            "  --sample-interval BYTES  mean bytes between samples (default 524288;\n"
-            "                           1 records every allocation)\n"
-            "  --pid N                  profile process N (repeatable)\n"
-            "  --comm NAME              profile processes named NAME, as they start\n"
-            "  --exe PATH               profile processes running PATH, as they start\n"
-            "  --cgroup PATH            profile processes in cgroup PATH or below, e.g.\n"
-            "                           /system.slice/redis-server.service\n"
-            "  --max-targets N          processes profiled at once (default %d)\n"
-            "  --idle-detach DURATION   detach a process that only requests named after\n"
-            "                           that long without one (default 10m; 0: never)\n"
-            "  --pin-dir DIR            where BPF maps are pinned to survive restarts\n"
-            "                           (default %s; 'none' to not pin)\n"
-            "  --config FILE            read settings from FILE (name = value lines)\n"
-            "  --unix PATH              also serve on a unix socket; callers may profile\n"
-            "                           only their own processes unless trusted\n"
-            "  --token-file FILE        TCP requests need 'Authorization: Bearer <token>'\n"
-            "  --allow-remote           allow a non-loopback --listen address (needs\n"
-            "                           --token-file)\n"
-            "  --trust-uid UID          this uid or user may profile any process\n"
-            "                           (repeatable; root always may)\n"
-            "  --trust-group GROUP      members of GROUP may profile any process\n"
-            "                           (repeatable)\n"
-            "  --open-loopback          every local TCP caller may profile every process\n"
-            "                           (no peer check: single-user machines only)\n"
-            "  --max-targets-per-uid N  processes one untrusted caller may have attached\n"
-            "                           (default max-targets/%d)\n"
-            "  --unwind cfi|fp          stacks from .eh_frame tables (default) or frame\n"
-            "                           pointers only (no table memory, shorter stacks)\n"
-            "  --probe-layout L         auto (default), session, multi or classic\n"
-            "  --sampler S              uprobe (default) or inprocess: sample inside the\n"
-            "                           process, only sampled calls reach the kernel;\n"
-            "                           per rule: --comm 'NAME sampler=inprocess'\n"
-            "  --max-stacks N, --max-counts N, --max-live N, --max-pending N\n"
-            "                           BPF map sizes (defaults in docs/operations.md)\n"
-            "Profiles: GET /debug/pprof/heap?pid=N (see docs/http-api.md)\n",
-            OPTIONS_DEFAULT_MAX_TARGETS, OPTIONS_DEFAULT_PIN_DIR, OPTIONS_DEFAULT_PER_UID_SHARE);
-}
-
-/* The probe layout named `s`. */
-static int parse_layout(const char *s, enum probe_layout *out)
-{
-    static const enum probe_layout all[] = {LAYOUT_AUTO, LAYOUT_SESSION, LAYOUT_MULTI,
-                                            LAYOUT_CLASSIC};
-    for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++) {
-        if (strcmp(s, bpf_state_layout_name(all[i])) == 0) {
-            *out = all[i];
-            return 0;
+    char synopsis[4096] = "";
+    size_t used = 0;
+    for (size_t i = 0; i < option_count && used < sizeof(synopsis); i++) {
+        const struct option_def *d = &option_table[i];
+        if (d->set) /* not --help */
+            used += (size_t)snprintf(synopsis + used, sizeof(synopsis) - used, "%s[--%s%s%s]%s",
+                                     used ? " " : "", d->name, d->value ? " " : "",
+                                     d->value ? d->value : "", d->most ? "..." : "");
+    }
+    fputs("usage: heapprofd ", out);
+    print_wrapped(out, synopsis, 17, 17);
+    for (size_t i = 0; i < option_count; i++) {
+        const struct option_def *d = &option_table[i];
+        char text[OPTION_TEXT_MAX];
+        /* Not --help: it is the text itself, and the man page has its own
+         * entry for it (packaging/heapprofd.h2m). */
+        if (!d->set)
+            continue;
+        int col =
+            fprintf(out, "  --%s%s%s", d->name, d->value ? " " : "", d->value ? d->value : "");
+        if (col + 2 > USAGE_TEXT_COLUMN) {
+            fputc('\n', out);
+            col = 0;
         }
+        fprintf(out, "%*s", USAGE_TEXT_COLUMN - col, "");
+        option_expand(d, d->help, text, sizeof(text));
+        print_wrapped(out, text, USAGE_TEXT_COLUMN, USAGE_TEXT_COLUMN);
     }
-    return -EINVAL;
+    fputs("Profiles: GET /debug/pprof/heap?pid=N (see docs/http-api.md)\n", out);
 }
 
-/* Splits "HOST:PORT" (HOST may be empty, meaning 127.0.0.1; "[::1]:PORT" for IPv6). */
-static int set_listen(struct options *o, const char *v)
+void options_restart_only(char *out, size_t len)
 {
-    const char *colon = strrchr(v, ':');
-    uint64_t port;
-    size_t hostlen = colon ? (size_t)(colon - v) : 0;
-    if (!colon || parse_u64(colon + 1, 1, 65535, &port) != 0 ||
-        hostlen >= sizeof(o->listen_host))
-        return -EINVAL;
-    if (hostlen == 0)
-        snprintf(o->listen_host, sizeof(o->listen_host), "127.0.0.1");
-    else
-        snprintf(o->listen_host, sizeof(o->listen_host), "%.*s", (int)hostlen, v);
-    o->listen_port = (uint16_t)port;
-    return 0;
+    size_t used = 0;
+    out[0] = '\0';
+    for (size_t i = 0; i < option_count && used < len; i++)
+        if (option_table[i].flags & OPT_RESTART)
+            used += (size_t)snprintf(out + used, len - used, "%s%s", used ? ", " : "",
+                                     option_table[i].name);
 }
 
-/* Appends a copy of `v` to a rule list. */
-/* Copies a path option; -EINVAL if it does not fit. */
-static int set_path(char *dst, size_t len, const char *v)
+/* The row of option `name`; NULL if there is none. */
+static const struct option_def *find_option(const char *name)
 {
-    if (strlen(v) >= len)
-        return -EINVAL;
-    snprintf(dst, len, "%s", v);
-    return 0;
+    for (size_t i = 0; i < option_count; i++)
+        if (strcmp(option_table[i].name, name) == 0)
+            return &option_table[i];
+    return NULL;
 }
 
-/* A yes/no setting. */
-static int set_yes_no(int *dst, const char *v)
-{
-    if (strcmp(v, "yes") != 0 && strcmp(v, "no") != 0)
-        return -EINVAL;
-    *dst = strcmp(v, "yes") == 0;
-    return 0;
-}
-
-/* What each option accepts, for its error message. */
-static const struct {
-    const char *name;
-    const char *wants;
-} option_help[] = {
-    {"listen", "ADDR:PORT with a port 1-65535"},
-    {"sample-interval", "bytes in 1..4294967296"},
-    {"pid", "a process id in 1..4194304"},
-    {"comm", "a command name, optionally followed by ' sampler=uprobe|inprocess'"},
-    {"exe", "an absolute path, optionally followed by ' sampler=uprobe|inprocess'"},
-    {"cgroup", "an absolute cgroup path such as /system.slice/x.service, optionally followed "
-               "by ' sampler=uprobe|inprocess'"},
-    {"max-targets", "a number in 1..1024"},
-    {"idle-detach", "a duration such as 90s, 10m or 1h, at most 720h; 0 never detaches"},
-    {"pin-dir", "an absolute directory path, or none"},
-    {"config", "a file path"},
-    {"probe-layout", "auto, session, multi or classic"},
-    {"sampler", "uprobe or inprocess"},
-    {"unix", "an absolute socket path"},
-    {"token-file", "an absolute file path"},
-    {"allow-remote", "yes or no"},
-    {"open-loopback", "yes or no"},
-    {"trust-uid", "a uid or a user name that exists"},
-    {"trust-group", "a group name or gid that exists"},
-    {"max-targets-per-uid", "a number in 1..1024"},
-    {"unwind", "cfi or fp"},
-    {"max-stacks", "a number of entries in 16..16777216"},
-    {"max-counts", "a number of entries in 16..16777216"},
-    {"max-live", "a number of entries in 16..16777216"},
-    {"max-pending", "a number of entries in 16..16777216"},
-};
-
-/* Map sizes outside these are refused: below, nothing fits; above, the
- * kernel memory they take is out of proportion. */
-#define MIN_MAP_ENTRIES 16
-#define MAX_MAP_ENTRIES (1u << 24)
-
-/* Sets option `name` to `v`; -EINVAL if the value is bad, -ENOENT if the name is unknown. */
-static int set_option(struct options *o, const char *name, const char *v)
-{
-    uint64_t n;
-    if (strcmp(name, "listen") == 0)
-        return set_listen(o, v);
-    if (strcmp(name, "sample-interval") == 0) {
-        if (parse_u64(v, 1, HP_MAX_INTERVAL, &n) != 0)
-            return -EINVAL;
-        o->sample_interval = n;
-        return 0;
-    }
-    if (strcmp(name, "pid") == 0) {
-        if (parse_u64(v, 1, HP_MAX_PID, &n) != 0)
-            return -EINVAL;
-        if (o->npids == HP_MAX_TARGETS)
-            return -ENOSPC;
-        o->pids[o->npids++] = (pid_t)n;
-        return 0;
-    }
-    if (strcmp(name, "comm") == 0)
-        return target_rules_add(o->rules.comms, o->rules.comm_samplers, &o->rules.ncomms, v);
-    if (strcmp(name, "exe") == 0)
-        return v[0] == '/' ? target_rules_add(o->rules.exes, o->rules.exe_samplers,
-                                              &o->rules.nexes, v)
-                           : -EINVAL;
-    if (strcmp(name, "cgroup") == 0)
-        return v[0] == '/' ? target_rules_add(o->rules.cgroups, o->rules.cgroup_samplers,
-                                              &o->rules.ncgroups, v)
-                           : -EINVAL;
-    if (strcmp(name, "max-targets") == 0) {
-        if (parse_u64(v, 1, HP_MAX_TARGETS, &n) != 0)
-            return -EINVAL;
-        o->max_targets = (size_t)n;
-        return 0;
-    }
-    if (strcmp(name, "idle-detach") == 0)
-        return parse_duration(v, OPTIONS_MAX_IDLE_DETACH_NS, &o->idle_detach_ns);
-    if (strcmp(name, "pin-dir") == 0) {
-        if (strcmp(v, "none") == 0) {
-            o->pin_dir[0] = '\0';
-            return 0;
-        }
-        return v[0] == '/' ? set_path(o->pin_dir, sizeof(o->pin_dir), v) : -EINVAL;
-    }
-    if (strcmp(name, "config") == 0)
-        return set_path(o->config_path, sizeof(o->config_path), v);
-    if (strcmp(name, "probe-layout") == 0)
-        return parse_layout(v, &o->layout);
-    if (strcmp(name, "sampler") == 0)
-        return sampler_parse(v, &o->sampler);
-    if (strcmp(name, "unix") == 0)
-        return v[0] == '/' ? set_path(o->unix_path, sizeof(o->unix_path), v) : -EINVAL;
-    if (strcmp(name, "token-file") == 0)
-        return v[0] == '/' ? set_path(o->token_file, sizeof(o->token_file), v) : -EINVAL;
-    if (strcmp(name, "unwind") == 0) {
-        if (strcmp(v, "cfi") != 0 && strcmp(v, "fp") != 0)
-            return -EINVAL;
-        o->unwind_fp_only = strcmp(v, "fp") == 0;
-        return 0;
-    }
-    if (strcmp(name, "allow-remote") == 0)
-        return set_yes_no(&o->allow_remote, v);
-    if (strcmp(name, "open-loopback") == 0)
-        return set_yes_no(&o->open_loopback, v);
-    if (strcmp(name, "trust-uid") == 0)
-        return access_trust_add_uid(&o->trust, v);
-    if (strcmp(name, "trust-group") == 0)
-        return access_trust_add_group(&o->trust, v);
-    if (strcmp(name, "max-targets-per-uid") == 0) {
-        if (parse_u64(v, 1, HP_MAX_TARGETS, &n) != 0)
-            return -EINVAL;
-        o->max_targets_per_uid = (size_t)n;
-        return 0;
-    }
-    uint32_t *size = strcmp(name, "max-stacks") == 0    ? &o->map_sizes.stacks
-                     : strcmp(name, "max-counts") == 0  ? &o->map_sizes.counts
-                     : strcmp(name, "max-live") == 0    ? &o->map_sizes.live
-                     : strcmp(name, "max-pending") == 0 ? &o->map_sizes.pending
-                                                        : NULL;
-    if (size) {
-        if (parse_u64(v, MIN_MAP_ENTRIES, MAX_MAP_ENTRIES, &n) != 0)
-            return -EINVAL;
-        *size = (uint32_t)n;
-        return 0;
-    }
-    return -ENOENT;
-}
-
-/* The error message for value `v` of option `name`, which set_option
- * refused with `e`: -ENOSPC when the list it adds to is full (the value may
- * be fine), else a bad value. */
-static void bad_value(char *err, size_t errlen, const char *where, const char *name,
+/* The error message for value `v` of option `d`, which its setter refused
+ * with `e`: -ENOSPC when the list it adds to is full (the value may be
+ * fine), else a bad value. `where` is "--" or "config FILE:LINE: ". */
+static void bad_value(char *err, size_t errlen, const char *where, const struct option_def *d,
                       const char *v, int e)
 {
     if (e == -ENOSPC) {
-        int most = TARGET_RULES_MAX;
-        if (strcmp(name, "pid") == 0)
-            most = HP_MAX_TARGETS;
-        else if (strncmp(name, "trust-", 6) == 0)
-            most = ACCESS_MAX_TRUSTED;
         snprintf(err, errlen, "%s%s: too many given, '%.64s' does not fit (at most %d)", where,
-                 name, v, most);
+                 d->name, v, d->most);
         return;
     }
-    const char *wants = "a valid value";
-    for (size_t i = 0; i < sizeof(option_help) / sizeof(option_help[0]); i++)
-        if (strcmp(option_help[i].name, name) == 0)
-            wants = option_help[i].wants;
-    snprintf(err, errlen, "%s%s wants %s, not '%.64s'", where, name, wants, v);
+    char wants[OPTION_TEXT_MAX];
+    option_expand(d, d->wants ? d->wants : "a valid value", wants, sizeof(wants));
+    snprintf(err, errlen, "%s%s wants %s, not '%.64s'", where, d->name, wants, v);
 }
 
 /* Trims spaces and tabs at both ends, in place. */
@@ -282,7 +135,7 @@ static int read_config(struct options *o, const char *path, char *err, size_t er
         return -EINVAL;
     }
     char line[CONFIG_MAX_LINE];
-    int lineno = 0, e = 0;
+    int lineno = 0, e = 0, r;
     while (e == 0 && fgets(line, sizeof(line), f)) {
         lineno++;
         char where[300];
@@ -306,12 +159,12 @@ static int read_config(struct options *o, const char *path, char *err, size_t er
         }
         *eq = '\0';
         char *name = trim(s), *value = trim(eq + 1);
-        int r = strcmp(name, "config") == 0 ? -ENOENT : set_option(o, name, value);
-        if (r == -ENOENT) {
+        const struct option_def *d = find_option(name);
+        if (!d || (d->flags & OPT_NOT_IN_FILE)) {
             snprintf(err, errlen, "%sunknown setting '%.64s'", where, name);
             e = -EINVAL;
-        } else if (r) {
-            bad_value(err, errlen, where, name, value, r);
+        } else if ((r = d->set(o, d, value)) != 0) {
+            bad_value(err, errlen, where, d, value, r);
             e = -EINVAL;
         }
     }
@@ -319,28 +172,27 @@ static int read_config(struct options *o, const char *path, char *err, size_t er
     return e;
 }
 
-/* The defaults. */
+/* The defaults: each row's `def` through its own setter. */
 static void set_defaults(struct options *o)
 {
     memset(o, 0, sizeof(*o));
-    snprintf(o->listen_host, sizeof(o->listen_host), "127.0.0.1");
-    o->listen_port = 6060;
-    o->sample_interval = 524288;
-    o->max_targets = OPTIONS_DEFAULT_MAX_TARGETS;
-    o->idle_detach_ns = OPTIONS_DEFAULT_IDLE_DETACH_NS;
-    snprintf(o->pin_dir, sizeof(o->pin_dir), "%s", OPTIONS_DEFAULT_PIN_DIR);
+    for (size_t i = 0; i < option_count; i++)
+        if (option_table[i].def)
+            option_table[i].set(o, &option_table[i], option_table[i].def);
 }
 
 int options_check(const struct options *o, char *err, size_t errlen)
 {
     /* A remote caller has no peer uid to check: the token is all there is. */
     if (o->allow_remote && !o->token_file[0]) {
-        snprintf(err, errlen, "allow-remote needs token-file: a remote caller has no uid to "
+        snprintf(err, errlen,
+                 "allow-remote needs token-file: a remote caller has no uid to "
                  "check, so only a bearer token can say who it is");
         return -EINVAL;
     }
     if (o->open_loopback && o->token_file[0]) {
-        snprintf(err, errlen, "open-loopback and token-file contradict each other: with a "
+        snprintf(err, errlen,
+                 "open-loopback and token-file contradict each other: with a "
                  "token every TCP caller must present it");
         return -EINVAL;
     }
@@ -357,36 +209,29 @@ static void derive_per_uid_cap(struct options *o)
     }
 }
 
+/* Applies one flag of pass `pass`: the OPT_FIRST ones (--config) in pass
+ * 0, before the file is read; the others in pass 1, after it. */
+static int apply_flag(struct options *o, const struct option_def *d, int pass, char *err,
+                      size_t errlen)
+{
+    if (pass != ((d->flags & OPT_FIRST) ? 0 : 1))
+        return 0;
+    /* A flag without a value (--allow-remote, --open-loopback) means yes. */
+    const char *value = optarg ? optarg : "yes";
+    int r = d->set(o, d, value);
+    if (r) {
+        bad_value(err, errlen, "--", d, value, r);
+        return -EINVAL;
+    }
+    return 0;
+}
+
 int options_parse(int argc, char **argv, struct options *o, char *err, size_t errlen)
 {
-    static const struct option longopts[] = {
-        {"listen", required_argument, NULL, 0},
-        {"sample-interval", required_argument, NULL, 0},
-        {"pid", required_argument, NULL, 0},
-        {"comm", required_argument, NULL, 0},
-        {"exe", required_argument, NULL, 0},
-        {"cgroup", required_argument, NULL, 0},
-        {"max-targets", required_argument, NULL, 0},
-        {"idle-detach", required_argument, NULL, 0},
-        {"pin-dir", required_argument, NULL, 0},
-        {"config", required_argument, NULL, 0},
-        {"probe-layout", required_argument, NULL, 0},
-        {"sampler", required_argument, NULL, 0},
-        {"unix", required_argument, NULL, 0},
-        {"token-file", required_argument, NULL, 0},
-        {"allow-remote", optional_argument, NULL, 0},
-        {"open-loopback", optional_argument, NULL, 0},
-        {"trust-uid", required_argument, NULL, 0},
-        {"trust-group", required_argument, NULL, 0},
-        {"max-targets-per-uid", required_argument, NULL, 0},
-        {"unwind", required_argument, NULL, 0},
-        {"max-stacks", required_argument, NULL, 0},
-        {"max-counts", required_argument, NULL, 0},
-        {"max-live", required_argument, NULL, 0},
-        {"max-pending", required_argument, NULL, 0},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
+    struct option longopts[option_count + 1];
+    for (size_t i = 0; i < option_count; i++)
+        longopts[i] = (struct option){option_table[i].name, option_table[i].has_arg, NULL, 0};
+    longopts[option_count] = (struct option){NULL, 0, NULL, 0};
     set_defaults(o);
     /* The file first, so that flags override it. */
     for (int pass = 0; pass < 2; pass++) {
@@ -394,30 +239,17 @@ int options_parse(int argc, char **argv, struct options *o, char *err, size_t er
         opterr = 0;
         int c, idx;
         while ((c = getopt_long(argc, argv, "", longopts, &idx)) != -1) {
-            if (c == 'h') {
-                o->show_help = 1;
-                return 0;
-            }
             if (c != 0) {
                 snprintf(err, errlen, "unknown or incomplete option '%s'", argv[optind - 1]);
                 return -EINVAL;
             }
-            const char *name = longopts[idx].name;
-            if (pass == 0) {
-                int r = strcmp(name, "config") == 0 ? set_option(o, name, optarg) : 0;
-                if (r) {
-                    bad_value(err, errlen, "--", name, optarg, r);
-                    return -EINVAL;
-                }
-                continue;
+            const struct option_def *d = &option_table[idx];
+            if (!d->set) {
+                o->show_help = 1;
+                return 0;
             }
-            /* A flag without a value (--allow-remote, --open-loopback) means yes. */
-            const char *value = optarg ? optarg : "yes";
-            int r = strcmp(name, "config") != 0 ? set_option(o, name, value) : 0;
-            if (r) {
-                bad_value(err, errlen, "--", name, value, r);
+            if (apply_flag(o, d, pass, err, errlen) != 0)
                 return -EINVAL;
-            }
         }
         if (pass == 0 && o->config_path[0] && read_config(o, o->config_path, err, errlen) != 0)
             return -EINVAL;

@@ -2,7 +2,8 @@
  * options.h - heapprofd's settings, from the command line and a config file.
  *
  * Every command-line flag has a config-file equivalent: a line `name =
- * value` with the flag's name without dashes (docs/configuration.md).
+ * value` with the flag's name without dashes (docs/configuration.md). Each
+ * option is described once, in options_table.c.
  * Flags given on the command line are applied after the file, so they win;
  * repeatable ones (pid, comm, exe, cgroup, trust-uid, trust-group) add to
  * the file's.
@@ -23,6 +24,8 @@
 #include "sampler_choice.h"
 #include "target_rules.h"
 
+/* Default mean bytes between samples: Go's and jemalloc's. */
+#define OPTIONS_DEFAULT_SAMPLE_INTERVAL 524288
 /* Default cap on processes profiled at once: each costs a few probes and
  * the scan of its maps every second. */
 #define OPTIONS_DEFAULT_MAX_TARGETS 256
@@ -30,7 +33,7 @@
  * attached this long after the last one, long enough for a person's
  * second look or a scraper's next round, short enough that a quick look
  * does not cost for the rest of the day. */
-#define OPTIONS_DEFAULT_IDLE_DETACH_NS (10 * 60 * 1000000000ull)
+#define OPTIONS_DEFAULT_IDLE_DETACH "10m"
 /* The longest --idle-detach: 30 days. */
 #define OPTIONS_MAX_IDLE_DETACH_NS (720 * 3600 * 1000000000ull)
 /* Default share of max-targets one untrusted caller may hold: 1/8 (32 of
@@ -83,5 +86,9 @@ void options_free(struct options *o);
 
 /* Prints the usage text. */
 void options_usage(FILE *out);
+
+/* Writes the names of the settings that a SIGHUP does not change ("listen,
+ * sample-interval, ..."): the maps, listeners or tables were made with them. */
+void options_restart_only(char *out, size_t len);
 
 #endif

@@ -1,12 +1,13 @@
 /*
  * http_server.c - routes HTTP requests to the profile, index, metrics and
  * health handlers, and turns errors into status codes with one-line reasons
- * (see http_server.h).
+ * (see http_server.h). What a page says is written elsewhere (index_html.c,
+ * targets_json.c, metrics.c): here every answer but the web page's built-in
+ * files (served from the binary as they are) goes out through respond().
  */
 #include "http_server.h"
 
 #include <errno.h>
-#include <math.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,16 +21,15 @@
 #include <microhttpd.h>
 
 #include "access.h"
-#include "clock.h"
 #include "http_caller.h"
+#include "index_html.h"
 #include "metrics.h"
 #include "net_addr.h"
 #include "pprof.h"
-#include "probe_cost.h"
 #include "profile_request.h"
 #include "query.h"
+#include "strbuf.h"
 #include "targets_json.h"
-#include "visible_targets.h"
 #include "web_assets.h"
 
 /* One listening socket and how its callers are identified. */
@@ -51,9 +51,15 @@ struct http_server {
     char unix_path[108];
 };
 
-/* Queues a response that takes ownership of `body` (malloc'd). */
-static enum MHD_Result respond(struct MHD_Connection *conn, unsigned status, char *body,
-                               size_t len, const char *content_type)
+/* A header beyond those every response has. */
+struct header {
+    const char *name, *value;
+};
+
+/* Queues a response that takes ownership of `body` (malloc'd), with the
+ * header `extra` if it is not NULL. */
+static enum MHD_Result respond(struct MHD_Connection *conn, unsigned status, char *body, size_t len,
+                               const char *content_type, const struct header *extra)
 {
     struct MHD_Response *r = MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE);
     if (!r) {
@@ -62,41 +68,38 @@ static enum MHD_Result respond(struct MHD_Connection *conn, unsigned status, cha
     }
     MHD_add_response_header(r, "Content-Type", content_type);
     MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
+    if (extra)
+        MHD_add_response_header(r, extra->name, extra->value);
     enum MHD_Result ret = MHD_queue_response(conn, status, r);
     MHD_destroy_response(r);
     return ret;
 }
 
-/* Queues a text response of one line. */
-static enum MHD_Result respond_text(struct daemon_ctx *ctx, struct MHD_Connection *conn,
-                                    unsigned status, const char *line)
+/* Queues a text response of one line, counted as an error from 400 on. */
+static enum MHD_Result respond_line(struct daemon_ctx *ctx, struct MHD_Connection *conn,
+                                    unsigned status, const char *line, const struct header *extra)
 {
     if (status >= 400)
         atomic_fetch_add(&ctx->request_errors, 1);
     char *body;
     if (asprintf(&body, "%s\n", line) < 0)
         return MHD_NO;
-    return respond(conn, status, body, strlen(body), "text/plain; charset=utf-8");
+    return respond(conn, status, body, strlen(body), "text/plain; charset=utf-8", extra);
+}
+
+/* Queues a text response of one line. */
+static enum MHD_Result respond_text(struct daemon_ctx *ctx, struct MHD_Connection *conn,
+                                    unsigned status, const char *line)
+{
+    return respond_line(ctx, conn, status, line, NULL);
 }
 
 /* 401 with the challenge a client needs to know what to send. */
 static enum MHD_Result respond_unauthorized(struct daemon_ctx *ctx, struct MHD_Connection *conn)
 {
-    atomic_fetch_add(&ctx->request_errors, 1);
-    char *body = strdup("a bearer token is required: Authorization: Bearer <token>\n");
-    if (!body)
-        return MHD_NO;
-    struct MHD_Response *r =
-        MHD_create_response_from_buffer(strlen(body), body, MHD_RESPMEM_MUST_FREE);
-    if (!r) {
-        free(body);
-        return MHD_NO;
-    }
-    MHD_add_response_header(r, "Content-Type", "text/plain; charset=utf-8");
-    MHD_add_response_header(r, "WWW-Authenticate", "Bearer realm=\"heapprofd\"");
-    enum MHD_Result ret = MHD_queue_response(conn, MHD_HTTP_UNAUTHORIZED, r);
-    MHD_destroy_response(r);
-    return ret;
+    static const struct header challenge = {"WWW-Authenticate", "Bearer realm=\"heapprofd\""};
+    return respond_line(ctx, conn, MHD_HTTP_UNAUTHORIZED,
+                        "a bearer token is required: Authorization: Bearer <token>", &challenge);
 }
 
 /* The HTTP status for an -errno from attaching or building. */
@@ -157,45 +160,22 @@ static enum MHD_Result serve_profile(struct daemon_ctx *ctx, struct MHD_Connecti
         return respond_text(ctx, conn, status_of(e), err);
     if (!a.body.data) /* an empty text profile still needs a buffer to hand over */
         a.body.data = calloc(1, 1);
-    return respond(conn, MHD_HTTP_OK, (char *)a.body.data, a.body.len, a.content_type);
-}
-
-/* Copies `src` into `dst` (size `len`) with HTML's special characters escaped. */
-static void html_escape(char *dst, size_t len, const char *src)
-{
-    size_t o = 0;
-    for (; *src && o + 7 < len; src++) {
-        const char *rep = NULL;
-        switch (*src) {
-        case '<': rep = "&lt;"; break;
-        case '>': rep = "&gt;"; break;
-        case '&': rep = "&amp;"; break;
-        case '"': rep = "&quot;"; break;
-        default: break;
-        }
-        if (rep) {
-            memcpy(dst + o, rep, strlen(rep));
-            o += strlen(rep);
-        } else {
-            dst[o++] = *src;
-        }
-    }
-    dst[o] = '\0';
+    return respond(conn, MHD_HTTP_OK, (char *)a.body.data, a.body.len, a.content_type, NULL);
 }
 
 /* GET /debug/pprof/?format=json: the profiled processes `who` may see, for the web page. */
 static enum MHD_Result serve_index_json(struct daemon_ctx *ctx, struct MHD_Connection *conn,
                                         const struct caller *who)
 {
-    struct pprof_buf b = {0};
+    struct strbuf b = {0};
     int e = targets_json_write(ctx, who, &b);
     if (e) {
-        pprof_buf_free(&b);
+        strbuf_free(&b);
         char err[96];
         snprintf(err, sizeof(err), "list the profiled processes: %s", strerror(-e));
         return respond_text(ctx, conn, MHD_HTTP_INTERNAL_SERVER_ERROR, err);
     }
-    return respond(conn, MHD_HTTP_OK, (char *)b.data, b.len, "application/json");
+    return respond(conn, MHD_HTTP_OK, b.data, b.len, "application/json", NULL);
 }
 
 /* A file of the web page, from the binary. Scripts only from here: the page
@@ -222,67 +202,31 @@ static enum MHD_Result serve_web_asset(struct MHD_Connection *conn, const struct
 static enum MHD_Result serve_index(struct daemon_ctx *ctx, struct MHD_Connection *conn,
                                    const struct caller *who)
 {
-    struct pprof_buf b = {0};
-    static const char head[] = "<html><head><title>heapprofd</title></head><body>\n"
-                               "<p>Heap profiles of processes (add ?pid=N to profile another)</p>\n"
-                               "<table><tr><th>pid</th><th>command</th><th>allocator</th>"
-                               "<th>sampler</th><th>held by</th><th>detached in</th><th>cost</th>"
-                               "<th>profiles</th></tr>\n";
-    int e = pprof_buf_append(&b, head, sizeof(head) - 1);
-    struct visible_targets v = {0};
-    if (e == 0)
-        e = visible_targets_get(ctx, who, false, &v);
-    const struct target_info *info = v.info;
-    uint64_t now = monotonic_ns();
-    for (size_t i = 0; i < v.n && e == 0; i++) {
-        char row[2048], comm[80], alloc[600], held[64], until[32], cost[256], note[600];
-        html_escape(comm, sizeof(comm), info[i].comm);
-        html_escape(alloc, sizeof(alloc), info[i].allocator);
-        html_escape(note, sizeof(note), info[i].sampler_note);
-        holders_describe(&info[i].holders, now, held, sizeof(held));
-        double left = holders_seconds_left(&info[i].holders, now);
-        if (isinf(left))
-            snprintf(until, sizeof(until), "when it exits");
-        else
-            snprintf(until, sizeof(until), "%.0f s", left);
-        probe_cost_describe(info[i].probe_hits, info[i].ns_per_hit, info[i].cpu_ns, cost,
-                            sizeof(cost));
-        int len = snprintf(row, sizeof(row),
-                           "<tr><td>%d</td><td>%s</td><td>%s (%zu functions, %zu on "
-                           "emulated instructions)</td><td>%s%s%s</td><td>%s</td><td>%s</td>"
-                           "<td>%s</td><td>"
-                           "<a href=\"heap?pid=%d\">heap</a> <a href=\"allocs?pid=%d\">allocs</a> "
-                           "<a href=\"heap?pid=%d&amp;debug=1\">text</a></td></tr>\n",
-                           (int)info[i].pid, comm, alloc, info[i].nfuncs, info[i].emulated,
-                           info[i].sampler, note[0] ? ": not inprocess, " : "", note, held, until,
-                           cost, (int)info[i].pid, (int)info[i].pid, (int)info[i].pid);
-        e = pprof_buf_append(&b, row, len < (int)sizeof(row) ? (size_t)len : sizeof(row) - 1);
-    }
-    visible_targets_free(&v);
-    static const char tail[] = "</table></body></html>\n";
-    if (e == 0)
-        e = pprof_buf_append(&b, tail, sizeof(tail) - 1);
+    struct strbuf b = {0};
+    int e = index_html_write(ctx, who, &b);
     if (e) {
-        pprof_buf_free(&b);
-        return respond_text(ctx, conn, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
+        strbuf_free(&b);
+        char err[96];
+        snprintf(err, sizeof(err), "list the profiled processes: %s", strerror(-e));
+        return respond_text(ctx, conn, MHD_HTTP_INTERNAL_SERVER_ERROR, err);
     }
-    return respond(conn, MHD_HTTP_OK, (char *)b.data, b.len, "text/html; charset=utf-8");
+    return respond(conn, MHD_HTTP_OK, b.data, b.len, "text/html; charset=utf-8", NULL);
 }
 
 /* GET /metrics, with the per-process series of the processes `who` may profile. */
 static enum MHD_Result serve_metrics(struct daemon_ctx *ctx, struct MHD_Connection *conn,
                                      const struct caller *who)
 {
-    struct pprof_buf b = {0};
+    struct strbuf b = {0};
     int e = metrics_write(ctx, who, &b);
     if (e) {
         char err[128];
         snprintf(err, sizeof(err), "write the metrics: %s", strerror(-e));
-        pprof_buf_free(&b);
+        strbuf_free(&b);
         return respond_text(ctx, conn, MHD_HTTP_INTERNAL_SERVER_ERROR, err);
     }
-    return respond(conn, MHD_HTTP_OK, (char *)b.data, b.len,
-                   "text/plain; version=0.0.4; charset=utf-8");
+    return respond(conn, MHD_HTTP_OK, b.data, b.len, "text/plain; version=0.0.4; charset=utf-8",
+                   NULL);
 }
 
 static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char *url,

@@ -15,12 +15,12 @@
 #include "visible_targets.h"
 
 /* One metric with its HELP and TYPE lines. */
-static int emit_metric(struct pprof_buf *out, const char *name, const char *type, const char *help,
+static int emit_metric(struct strbuf *out, const char *name, const char *type, const char *help,
                        unsigned long long value)
 {
-    int e = pprof_buf_printf(out, "# HELP heapprofd_%s %s\n# TYPE heapprofd_%s %s\n", name, help,
-                             name, type);
-    return e ? e : pprof_buf_printf(out, "heapprofd_%s %llu\n", name, value);
+    int e = strbuf_printf(out, "# HELP heapprofd_%s %s\n# TYPE heapprofd_%s %s\n", name, help, name,
+                          type);
+    return e ? e : strbuf_printf(out, "heapprofd_%s %llu\n", name, value);
 }
 
 /* Escapes a label value for the Prometheus text format (backslash, quote, newline). */
@@ -49,70 +49,70 @@ struct target_row {
 };
 
 /* Writes the value of one family for one target (after its labels). */
-typedef int (*target_value_fn)(struct pprof_buf *out, const struct target_row *r);
+typedef int (*target_value_fn)(struct strbuf *out, const struct target_row *r);
 
-static int value_inuse(struct pprof_buf *out, const struct target_row *r)
+static int value_inuse(struct strbuf *out, const struct target_row *r)
 {
     int64_t v = r->totals->inuse_bytes;
-    return pprof_buf_printf(out, " %lld\n", (long long)(v > 0 ? v >> HP_BYTES_SHIFT : 0));
+    return strbuf_printf(out, " %lld\n", (long long)(v > 0 ? v >> HP_BYTES_SHIFT : 0));
 }
 
-static int value_allocated(struct pprof_buf *out, const struct target_row *r)
+static int value_allocated(struct strbuf *out, const struct target_row *r)
 {
-    return pprof_buf_printf(out, " %llu\n",
-                            (unsigned long long)(r->totals->alloc_bytes >> HP_BYTES_SHIFT));
+    return strbuf_printf(out, " %llu\n",
+                         (unsigned long long)(r->totals->alloc_bytes >> HP_BYTES_SHIFT));
 }
 
-static int value_hits(struct pprof_buf *out, const struct target_row *r)
+static int value_hits(struct strbuf *out, const struct target_row *r)
 {
-    return pprof_buf_printf(out, " %llu\n", (unsigned long long)r->info->probe_hits);
+    return strbuf_printf(out, " %llu\n", (unsigned long long)r->info->probe_hits);
 }
 
-static int value_added_cpu(struct pprof_buf *out, const struct target_row *r)
+static int value_added_cpu(struct strbuf *out, const struct target_row *r)
 {
     struct cost_estimate c;
     probe_cost_estimate(r->info->probe_hits, r->info->ns_per_hit, r->info->cpu_ns, &c);
-    return pprof_buf_printf(out, " %.6f\n", c.added_cpu_seconds);
+    return strbuf_printf(out, " %.6f\n", c.added_cpu_seconds);
 }
 
-static int value_detach_in(struct pprof_buf *out, const struct target_row *r)
+static int value_detach_in(struct strbuf *out, const struct target_row *r)
 {
     double left = holders_seconds_left(&r->info->holders, r->now);
     if (isinf(left))
-        return pprof_buf_printf(out, " +Inf\n");
-    return pprof_buf_printf(out, " %.3f\n", left);
+        return strbuf_printf(out, " +Inf\n");
+    return strbuf_printf(out, " %.3f\n", left);
 }
 
-static int value_forks_unprofiled(struct pprof_buf *out, const struct target_row *r)
+static int value_forks_unprofiled(struct strbuf *out, const struct target_row *r)
 {
-    return pprof_buf_printf(out, " %llu\n", (unsigned long long)r->info->forks_unprofiled);
+    return strbuf_printf(out, " %llu\n", (unsigned long long)r->info->forks_unprofiled);
 }
 
 /* Writes whole lines of one family for one target (labels of its own). */
-typedef int (*target_lines_fn)(struct pprof_buf *out, const char *name, const char *labels,
+typedef int (*target_lines_fn)(struct strbuf *out, const char *name, const char *labels,
                                const struct target_row *r);
 
 /* One line per reason that holds the target: {pid, comm, reason} 1. */
-static int lines_held(struct pprof_buf *out, const char *name, const char *labels,
+static int lines_held(struct strbuf *out, const char *name, const char *labels,
                       const struct target_row *r)
 {
     int e = 0;
     for (int k = 0; k < HOLD_KINDS && e == 0; k++)
         if (holders_holds(&r->info->holders, (enum hold_kind)k, r->now))
-            e = pprof_buf_printf(out, "heapprofd_%s{%s,reason=\"%s\"} 1\n", name, labels,
-                                 hold_kind_name((enum hold_kind)k));
+            e = strbuf_printf(out, "heapprofd_%s{%s,reason=\"%s\"} 1\n", name, labels,
+                              hold_kind_name((enum hold_kind)k));
     return e;
 }
 
 /* Its sampler, and why not the in-process one when it was asked for and
  * could not be used: {pid, comm, sampler, reason} 1. */
-static int lines_sampler(struct pprof_buf *out, const char *name, const char *labels,
+static int lines_sampler(struct strbuf *out, const char *name, const char *labels,
                          const struct target_row *r)
 {
     char reason[512];
     label_escape(reason, sizeof(reason), r->info->sampler_note);
-    return pprof_buf_printf(out, "heapprofd_%s{%s,sampler=\"%s\",reason=\"%s\"} 1\n", name,
-                            labels, r->info->sampler, reason);
+    return strbuf_printf(out, "heapprofd_%s{%s,sampler=\"%s\",reason=\"%s\"} 1\n", name, labels,
+                         r->info->sampler, reason);
 }
 
 /* The per-target families, each contiguous as the text format wants: a
@@ -147,7 +147,7 @@ static const struct {
 /* Per profiled process `who` may profile: its estimated bytes, its cost,
  * why it is held, its sampler. */
 static int write_target_metrics(struct daemon_ctx *ctx, const struct caller *who,
-                                struct pprof_buf *out)
+                                struct strbuf *out)
 {
     struct visible_targets v;
     int e = visible_targets_get(ctx, who, true, &v);
@@ -156,9 +156,9 @@ static int write_target_metrics(struct daemon_ctx *ctx, const struct caller *who
     uint64_t now = monotonic_ns();
     size_t nfam = sizeof(target_families) / sizeof(target_families[0]);
     for (size_t f = 0; f < nfam && e == 0; f++) {
-        e = pprof_buf_printf(out, "# HELP heapprofd_%s %s\n# TYPE heapprofd_%s %s\n",
-                             target_families[f].name, target_families[f].help,
-                             target_families[f].name, target_families[f].type);
+        e = strbuf_printf(out, "# HELP heapprofd_%s %s\n# TYPE heapprofd_%s %s\n",
+                          target_families[f].name, target_families[f].help, target_families[f].name,
+                          target_families[f].type);
         for (size_t i = 0; i < n && e == 0; i++) {
             char comm[64], labels[96];
             label_escape(comm, sizeof(comm), info[i].comm);
@@ -168,7 +168,7 @@ static int write_target_metrics(struct daemon_ctx *ctx, const struct caller *who
                 e = target_families[f].lines(out, target_families[f].name, labels, &r);
                 continue;
             }
-            e = pprof_buf_printf(out, "heapprofd_%s{%s}", target_families[f].name, labels);
+            e = strbuf_printf(out, "heapprofd_%s{%s}", target_families[f].name, labels);
             if (e == 0)
                 e = target_families[f].value(out, &r);
         }
@@ -178,7 +178,7 @@ static int write_target_metrics(struct daemon_ctx *ctx, const struct caller *who
 }
 
 /* The watch on process lifetimes: events, exec-time attaches, forks. */
-static int write_watch_metrics(struct daemon_ctx *ctx, struct pprof_buf *out)
+static int write_watch_metrics(struct daemon_ctx *ctx, struct strbuf *out)
 {
     struct process_watch_stats w;
     process_watch_stats(ctx->watch, &w);
@@ -208,27 +208,27 @@ static int write_watch_metrics(struct daemon_ctx *ctx, struct pprof_buf *out)
         e = emit_metric(out, plain[i].name, plain[i].type, plain[i].help,
                         (unsigned long long)plain[i].value);
     if (e == 0)
-        e = pprof_buf_printf(out,
-                             "# HELP heapprofd_process_events_total Process events received.\n"
-                             "# TYPE heapprofd_process_events_total counter\n"
-                             "heapprofd_process_events_total{event=\"exec\"} %llu\n"
-                             "heapprofd_process_events_total{event=\"fork\"} %llu\n"
-                             "heapprofd_process_events_total{event=\"exit\"} %llu\n",
-                             (unsigned long long)w.execs, (unsigned long long)w.forks,
-                             (unsigned long long)w.exits);
+        e = strbuf_printf(out,
+                          "# HELP heapprofd_process_events_total Process events received.\n"
+                          "# TYPE heapprofd_process_events_total counter\n"
+                          "heapprofd_process_events_total{event=\"exec\"} %llu\n"
+                          "heapprofd_process_events_total{event=\"fork\"} %llu\n"
+                          "heapprofd_process_events_total{event=\"exit\"} %llu\n",
+                          (unsigned long long)w.execs, (unsigned long long)w.forks,
+                          (unsigned long long)w.exits);
     if (e == 0)
-        e = pprof_buf_printf(out,
-                             "# HELP heapprofd_exec_attach_seconds Delay from exec to attached, "
-                             "of processes a rule matched at their exec.\n"
-                             "# TYPE heapprofd_exec_attach_seconds summary\n"
-                             "heapprofd_exec_attach_seconds_sum %.6f\n"
-                             "heapprofd_exec_attach_seconds_count %llu\n",
-                             w.exec_attach_delay_ns / 1e9, (unsigned long long)w.exec_attached);
+        e = strbuf_printf(out,
+                          "# HELP heapprofd_exec_attach_seconds Delay from exec to attached, "
+                          "of processes a rule matched at their exec.\n"
+                          "# TYPE heapprofd_exec_attach_seconds summary\n"
+                          "heapprofd_exec_attach_seconds_sum %.6f\n"
+                          "heapprofd_exec_attach_seconds_count %llu\n",
+                          w.exec_attach_delay_ns / 1e9, (unsigned long long)w.exec_attached);
     return e;
 }
 
 /* The BPF side's counters and map fill; nothing when BPF is unavailable. */
-static int write_bpf_metrics(struct daemon_ctx *ctx, struct pprof_buf *out)
+static int write_bpf_metrics(struct daemon_ctx *ctx, struct strbuf *out)
 {
     uint64_t stats[HP_STAT_COUNT];
     int e = bpf_state_read_stats(ctx->bpf, stats);
@@ -242,30 +242,30 @@ static int write_bpf_metrics(struct daemon_ctx *ctx, struct pprof_buf *out)
     if (e == 0)
         e = bpf_state_map_fill(ctx->bpf, &f);
     if (e == 0)
-        e = pprof_buf_printf(out,
-                             "# HELP heapprofd_map_entries Entries in use in each BPF map.\n"
-                             "# TYPE heapprofd_map_entries gauge\n"
-                             "heapprofd_map_entries{map=\"counts\"} %zu\n"
-                             "heapprofd_map_entries{map=\"live\"} %zu\n"
-                             "heapprofd_map_entries{map=\"stacks\"} %zu\n"
-                             "heapprofd_map_entries{map=\"pending\"} %zu\n",
-                             f.counts, f.live, f.stacks, f.pending);
+        e = strbuf_printf(out,
+                          "# HELP heapprofd_map_entries Entries in use in each BPF map.\n"
+                          "# TYPE heapprofd_map_entries gauge\n"
+                          "heapprofd_map_entries{map=\"counts\"} %zu\n"
+                          "heapprofd_map_entries{map=\"live\"} %zu\n"
+                          "heapprofd_map_entries{map=\"stacks\"} %zu\n"
+                          "heapprofd_map_entries{map=\"pending\"} %zu\n",
+                          f.counts, f.live, f.stacks, f.pending);
     if (e == 0)
-        e = pprof_buf_printf(out,
-                             "# HELP heapprofd_map_capacity Capacity of each BPF map.\n"
-                             "# TYPE heapprofd_map_capacity gauge\n"
-                             "heapprofd_map_capacity{map=\"counts\"} %u\n"
-                             "heapprofd_map_capacity{map=\"live\"} %u\n"
-                             "heapprofd_map_capacity{map=\"stacks\"} %u\n"
-                             "heapprofd_map_capacity{map=\"pending\"} %u\n",
-                             ctx->bpf->capacity.counts, ctx->bpf->capacity.live,
-                             ctx->bpf->capacity.stacks, ctx->bpf->capacity.pending);
+        e = strbuf_printf(out,
+                          "# HELP heapprofd_map_capacity Capacity of each BPF map.\n"
+                          "# TYPE heapprofd_map_capacity gauge\n"
+                          "heapprofd_map_capacity{map=\"counts\"} %u\n"
+                          "heapprofd_map_capacity{map=\"live\"} %u\n"
+                          "heapprofd_map_capacity{map=\"stacks\"} %u\n"
+                          "heapprofd_map_capacity{map=\"pending\"} %u\n",
+                          ctx->bpf->capacity.counts, ctx->bpf->capacity.live,
+                          ctx->bpf->capacity.stacks, ctx->bpf->capacity.pending);
     return e;
 }
 
 /* The in-process sampler's fallbacks and the stops of its last injection
  * and restore. */
-static int write_inprocess_counters(struct daemon_ctx *ctx, struct pprof_buf *out)
+static int write_inprocess_counters(struct daemon_ctx *ctx, struct strbuf *out)
 {
     struct targets_counters c;
     struct probe_cost cost;
@@ -278,18 +278,18 @@ static int write_inprocess_counters(struct daemon_ctx *ctx, struct pprof_buf *ou
                         "used (the reason is in heapprofd_target_sampler).",
                         fallbacks);
     if (e == 0)
-        e = pprof_buf_printf(out,
-                             "# HELP heapprofd_inprocess_stop_seconds How long the last process "
-                             "was stopped to inject the in-process sampler, and to restore it.\n"
-                             "# TYPE heapprofd_inprocess_stop_seconds gauge\n"
-                             "heapprofd_inprocess_stop_seconds{at=\"attach\"} %.6f\n"
-                             "heapprofd_inprocess_stop_seconds{at=\"detach\"} %.6f\n",
-                             inject_ns / 1e9, restore_ns / 1e9);
+        e = strbuf_printf(out,
+                          "# HELP heapprofd_inprocess_stop_seconds How long the last process "
+                          "was stopped to inject the in-process sampler, and to restore it.\n"
+                          "# TYPE heapprofd_inprocess_stop_seconds gauge\n"
+                          "heapprofd_inprocess_stop_seconds{at=\"attach\"} %.6f\n"
+                          "heapprofd_inprocess_stop_seconds{at=\"detach\"} %.6f\n",
+                          inject_ns / 1e9, restore_ns / 1e9);
     return e;
 }
 
 /* The target table's counters; nothing when BPF is unavailable. */
-static int write_target_counters(struct daemon_ctx *ctx, struct pprof_buf *out)
+static int write_target_counters(struct daemon_ctx *ctx, struct strbuf *out)
 {
     struct targets_counters c;
     struct probe_cost cost;
@@ -323,41 +323,41 @@ static int write_target_counters(struct daemon_ctx *ctx, struct pprof_buf *out)
                         "the end of a seconds= window, a parent let go).",
                         idle);
     if (e == 0)
-        e = pprof_buf_printf(out,
-                             "# HELP heapprofd_probe_hit_cost_seconds CPU time one probe hit adds "
-                             "to a process, calibrated at start-up (0: not calibrated).\n"
-                             "# TYPE heapprofd_probe_hit_cost_seconds gauge\n"
-                             "heapprofd_probe_hit_cost_seconds %.9f\n"
-                             "# HELP heapprofd_probe_hit_cost_shared_seconds CPU time a probe "
-                             "hit costs more when other targets have links on the same library "
-                             "(when=first: once any has; when=each: for each), calibrated.\n"
-                             "# TYPE heapprofd_probe_hit_cost_shared_seconds gauge\n"
-                             "heapprofd_probe_hit_cost_shared_seconds{when=\"first\"} %.9f\n"
-                             "heapprofd_probe_hit_cost_shared_seconds{when=\"each\"} %.9f\n",
-                             ns_per_hit / 1e9, ns_when_shared / 1e9, ns_per_sharer / 1e9);
+        e = strbuf_printf(out,
+                          "# HELP heapprofd_probe_hit_cost_seconds CPU time one probe hit adds "
+                          "to a process, calibrated at start-up (0: not calibrated).\n"
+                          "# TYPE heapprofd_probe_hit_cost_seconds gauge\n"
+                          "heapprofd_probe_hit_cost_seconds %.9f\n"
+                          "# HELP heapprofd_probe_hit_cost_shared_seconds CPU time a probe "
+                          "hit costs more when other targets have links on the same library "
+                          "(when=first: once any has; when=each: for each), calibrated.\n"
+                          "# TYPE heapprofd_probe_hit_cost_shared_seconds gauge\n"
+                          "heapprofd_probe_hit_cost_shared_seconds{when=\"first\"} %.9f\n"
+                          "heapprofd_probe_hit_cost_shared_seconds{when=\"each\"} %.9f\n",
+                          ns_per_hit / 1e9, ns_when_shared / 1e9, ns_per_sharer / 1e9);
     if (e == 0)
-        e = pprof_buf_printf(out,
-                             "# HELP heapprofd_last_attach_seconds Time the last attach took.\n"
-                             "# TYPE heapprofd_last_attach_seconds gauge\n"
-                             "heapprofd_last_attach_seconds %.6f\n"
-                             "# HELP heapprofd_last_detach_seconds Time removing the probes of the "
-                             "last detached process took.\n"
-                             "# TYPE heapprofd_last_detach_seconds gauge\n"
-                             "heapprofd_last_detach_seconds %.6f\n",
-                             attach_ns / 1e9, detach_ns / 1e9);
+        e = strbuf_printf(out,
+                          "# HELP heapprofd_last_attach_seconds Time the last attach took.\n"
+                          "# TYPE heapprofd_last_attach_seconds gauge\n"
+                          "heapprofd_last_attach_seconds %.6f\n"
+                          "# HELP heapprofd_last_detach_seconds Time removing the probes of the "
+                          "last detached process took.\n"
+                          "# TYPE heapprofd_last_detach_seconds gauge\n"
+                          "heapprofd_last_detach_seconds %.6f\n",
+                          attach_ns / 1e9, detach_ns / 1e9);
     if (e == 0)
-        e = pprof_buf_printf(out,
-                             "# HELP heapprofd_probe_layout How probes are attached.\n"
-                             "# TYPE heapprofd_probe_layout gauge\n"
-                             "heapprofd_probe_layout{layout=\"%s\"} 1\n",
-                             bpf_state_layout_name(ctx->bpf->layout));
+        e = strbuf_printf(out,
+                          "# HELP heapprofd_probe_layout How probes are attached.\n"
+                          "# TYPE heapprofd_probe_layout gauge\n"
+                          "heapprofd_probe_layout{layout=\"%s\"} 1\n",
+                          bpf_state_layout_name(ctx->bpf->layout));
     if (e == 0)
         e = write_inprocess_counters(ctx, out);
     return e;
 }
 
 /* The unwind tables' counters; nothing with frame pointers only. */
-static int write_unwind_metrics(struct daemon_ctx *ctx, struct pprof_buf *out)
+static int write_unwind_metrics(struct daemon_ctx *ctx, struct strbuf *out)
 {
     struct unwind_stats us;
     unwind_manager_stats(ctx->unwind, &us);
@@ -376,27 +376,26 @@ static int write_unwind_metrics(struct daemon_ctx *ctx, struct pprof_buf *out)
                         "Processes whose unwind tables could not all be given (logged).",
                         us.update_errors);
     if (e == 0)
-        e = pprof_buf_printf(
-            out,
-            "# HELP heapprofd_unwind_table_build_seconds_total Time spent building "
-            "unwind tables.\n"
-            "# TYPE heapprofd_unwind_table_build_seconds_total counter\n"
-            "heapprofd_unwind_table_build_seconds_total %.6f\n",
-            us.build_ns / 1e9);
+        e = strbuf_printf(out,
+                          "# HELP heapprofd_unwind_table_build_seconds_total Time spent building "
+                          "unwind tables.\n"
+                          "# TYPE heapprofd_unwind_table_build_seconds_total counter\n"
+                          "heapprofd_unwind_table_build_seconds_total %.6f\n",
+                          us.build_ns / 1e9);
     if (e == 0)
-        e = pprof_buf_printf(out,
-                             "# HELP heapprofd_unwind_rows Unwind table rows in use, of %u.\n"
-                             "# TYPE heapprofd_unwind_rows gauge\n"
-                             "heapprofd_unwind_rows %zu\n"
-                             "# HELP heapprofd_unwind_files Files with unwind tables loaded.\n"
-                             "# TYPE heapprofd_unwind_files gauge\n"
-                             "heapprofd_unwind_files %zu\n",
-                             HP_MAX_UNWIND_ROWS, us.rows_used, us.files);
+        e = strbuf_printf(out,
+                          "# HELP heapprofd_unwind_rows Unwind table rows in use, of %u.\n"
+                          "# TYPE heapprofd_unwind_rows gauge\n"
+                          "heapprofd_unwind_rows %zu\n"
+                          "# HELP heapprofd_unwind_files Files with unwind tables loaded.\n"
+                          "# TYPE heapprofd_unwind_files gauge\n"
+                          "heapprofd_unwind_files %zu\n",
+                          HP_MAX_UNWIND_ROWS, us.rows_used, us.files);
     return e;
 }
 
 /* The HTTP server's and the profile builds' counters. */
-static int write_request_metrics(struct daemon_ctx *ctx, struct pprof_buf *out)
+static int write_request_metrics(struct daemon_ctx *ctx, struct strbuf *out)
 {
     int e = emit_metric(out, "http_requests_total", "counter", "HTTP requests answered.",
                         atomic_load(&ctx->requests));
@@ -412,34 +411,34 @@ static int write_request_metrics(struct daemon_ctx *ctx, struct pprof_buf *out)
                         "Delta profiles (seconds=) in their window now.",
                         atomic_load(&ctx->delta_windows_open));
     if (e == 0)
-        e = pprof_buf_printf(out,
-                             "# HELP heapprofd_profile_build_seconds Time spent building and "
-                             "encoding profiles (sum and count: divide for the mean per scrape).\n"
-                             "# TYPE heapprofd_profile_build_seconds summary\n"
-                             "heapprofd_profile_build_seconds_sum %.6f\n"
-                             "heapprofd_profile_build_seconds_count %llu\n",
-                             atomic_load(&ctx->profile_build_ns) / 1e9,
-                             (unsigned long long)atomic_load(&ctx->profile_builds));
+        e = strbuf_printf(out,
+                          "# HELP heapprofd_profile_build_seconds Time spent building and "
+                          "encoding profiles (sum and count: divide for the mean per scrape).\n"
+                          "# TYPE heapprofd_profile_build_seconds summary\n"
+                          "heapprofd_profile_build_seconds_sum %.6f\n"
+                          "heapprofd_profile_build_seconds_count %llu\n",
+                          atomic_load(&ctx->profile_build_ns) / 1e9,
+                          (unsigned long long)atomic_load(&ctx->profile_builds));
     return e;
 }
 
 /* The symbol cache's size and use. */
-static int write_symbol_cache_metrics(struct daemon_ctx *ctx, struct pprof_buf *out)
+static int write_symbol_cache_metrics(struct daemon_ctx *ctx, struct strbuf *out)
 {
     struct symbol_cache_stats sc;
     symbol_cache_stats(ctx->cache, &sc);
-    int e = pprof_buf_printf(
-        out,
-        "# HELP heapprofd_symbol_cache_files ELF files open for symbolization, "
-        "of %llu.\n"
-        "# TYPE heapprofd_symbol_cache_files gauge\n"
-        "heapprofd_symbol_cache_files %llu\n"
-        "# HELP heapprofd_symbol_cache_bytes Bytes of ELF and debug files they map, "
-        "of %llu.\n"
-        "# TYPE heapprofd_symbol_cache_bytes gauge\n"
-        "heapprofd_symbol_cache_bytes %llu\n",
-        (unsigned long long)sc.max_entries, (unsigned long long)sc.entries,
-        (unsigned long long)sc.max_bytes, (unsigned long long)sc.bytes);
+    int e =
+        strbuf_printf(out,
+                      "# HELP heapprofd_symbol_cache_files ELF files open for symbolization, "
+                      "of %llu.\n"
+                      "# TYPE heapprofd_symbol_cache_files gauge\n"
+                      "heapprofd_symbol_cache_files %llu\n"
+                      "# HELP heapprofd_symbol_cache_bytes Bytes of ELF and debug files they map, "
+                      "of %llu.\n"
+                      "# TYPE heapprofd_symbol_cache_bytes gauge\n"
+                      "heapprofd_symbol_cache_bytes %llu\n",
+                      (unsigned long long)sc.max_entries, (unsigned long long)sc.entries,
+                      (unsigned long long)sc.max_bytes, (unsigned long long)sc.bytes);
     if (e == 0)
         e = emit_metric(out, "symbol_cache_hits_total", "counter",
                         "Mappings whose file was open already.", sc.hits);
@@ -453,7 +452,7 @@ static int write_symbol_cache_metrics(struct daemon_ctx *ctx, struct pprof_buf *
     return e;
 }
 
-int metrics_write(struct daemon_ctx *ctx, const struct caller *who, struct pprof_buf *out)
+int metrics_write(struct daemon_ctx *ctx, const struct caller *who, struct strbuf *out)
 {
     int e =
         emit_metric(out, "bpf_up", "gauge", "1 if the BPF programs are loaded.", ctx->bpf != NULL);

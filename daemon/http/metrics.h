@@ -9,11 +9,11 @@
 
 #include "access.h"
 #include "daemon_ctx.h"
-#include "pprof.h"
+#include "strbuf.h"
 
 /* Appends the metrics text to `out`, with per-process series only for the
  * processes `who` may profile; 0, or -errno (-ENOMEM, or a BPF map that
  * could not be read). */
-int metrics_write(struct daemon_ctx *ctx, const struct caller *who, struct pprof_buf *out);
+int metrics_write(struct daemon_ctx *ctx, const struct caller *who, struct strbuf *out);
 
 #endif

@@ -35,115 +35,115 @@ static size_t utf8_sequence(const unsigned char *s)
 }
 
 /* Appends `s` as a JSON string, quotes included. */
-static int put_string(struct pprof_buf *b, const char *s)
+static int put_string(struct strbuf *b, const char *s)
 {
-    int e = pprof_buf_append(b, "\"", 1);
+    int e = strbuf_append(b, "\"", 1);
     const unsigned char *p = (const unsigned char *)s;
     while (*p && e == 0) {
         char esc[8];
         size_t n = utf8_sequence(p);
         if (n == 0) {
-            e = pprof_buf_append(b, "\\ufffd", 6);
+            e = strbuf_append(b, "\\ufffd", 6);
             p++;
         } else if (*p == '"' || *p == '\\') {
             esc[0] = '\\';
             esc[1] = (char)*p;
-            e = pprof_buf_append(b, esc, 2);
+            e = strbuf_append(b, esc, 2);
             p++;
         } else if (*p < 0x20 || *p == 0x7f) {
             snprintf(esc, sizeof(esc), "\\u%04x", *p);
-            e = pprof_buf_append(b, esc, 6);
+            e = strbuf_append(b, esc, 6);
             p++;
         } else {
-            e = pprof_buf_append(b, p, n);
+            e = strbuf_append(b, (const char *)p, n);
             p += n;
         }
     }
-    return e ? e : pprof_buf_append(b, "\"", 1);
+    return e ? e : strbuf_append(b, "\"", 1);
 }
 
 /* Why a target is profiled and until when: "held_by": ["rule", ...],
  * "detach_in_seconds": seconds, or null while a holder has no end. */
-static int put_holders(struct pprof_buf *b, const struct holders *h, uint64_t now)
+static int put_holders(struct strbuf *b, const struct holders *h, uint64_t now)
 {
-    int e = pprof_buf_printf(b, ", \"held_by\": [");
+    int e = strbuf_printf(b, ", \"held_by\": [");
     int first = 1;
     for (int k = 0; k < HOLD_KINDS && e == 0; k++) {
         if (!holders_holds(h, (enum hold_kind)k, now))
             continue;
-        e = pprof_buf_printf(b, "%s\"%s\"", first ? "" : ", ", hold_kind_name((enum hold_kind)k));
+        e = strbuf_printf(b, "%s\"%s\"", first ? "" : ", ", hold_kind_name((enum hold_kind)k));
         first = 0;
     }
     double left = holders_seconds_left(h, now);
     if (e == 0 && isinf(left))
-        e = pprof_buf_printf(b, "], \"detach_in_seconds\": null");
+        e = strbuf_printf(b, "], \"detach_in_seconds\": null");
     else if (e == 0)
-        e = pprof_buf_printf(b, "], \"detach_in_seconds\": %.3f", left);
+        e = strbuf_printf(b, "], \"detach_in_seconds\": %.3f", left);
     return e;
 }
 
 /* What heapprofd costs the target, and how soon after its exec or fork it
  * was attached. */
-static int put_cost(struct pprof_buf *b, const struct target_info *t)
+static int put_cost(struct strbuf *b, const struct target_info *t)
 {
     struct cost_estimate c;
     probe_cost_estimate(t->probe_hits, t->ns_per_hit, t->cpu_ns, &c);
-    int e = pprof_buf_printf(b, ", \"probe_hits\": %" PRIu64 ", \"cost_cpu_seconds\": %.6f",
-                             t->probe_hits, c.added_cpu_seconds);
+    int e = strbuf_printf(b, ", \"probe_hits\": %" PRIu64 ", \"cost_cpu_seconds\": %.6f",
+                          t->probe_hits, c.added_cpu_seconds);
     if (e == 0 && c.percent_known)
-        e = pprof_buf_printf(b, ", \"cost_percent\": %.3f", c.percent);
+        e = strbuf_printf(b, ", \"cost_percent\": %.3f", c.percent);
     else if (e == 0)
-        e = pprof_buf_printf(b, ", \"cost_percent\": null");
+        e = strbuf_printf(b, ", \"cost_percent\": null");
     if (e == 0 && t->attach_delay_ns)
-        e = pprof_buf_printf(b, ", \"attach_delay_seconds\": %.6f", t->attach_delay_ns / 1e9);
+        e = strbuf_printf(b, ", \"attach_delay_seconds\": %.6f", t->attach_delay_ns / 1e9);
     else if (e == 0)
-        e = pprof_buf_printf(b, ", \"attach_delay_seconds\": null");
+        e = strbuf_printf(b, ", \"attach_delay_seconds\": null");
     if (e == 0)
-        e = pprof_buf_printf(b, ", \"forks_unprofiled\": %" PRIu64, t->forks_unprofiled);
+        e = strbuf_printf(b, ", \"forks_unprofiled\": %" PRIu64, t->forks_unprofiled);
     return e;
 }
 
 /* One target's object. */
-static int put_target(struct pprof_buf *b, const struct target_info *t,
-                      const struct hp_counts *totals, uint64_t now, int first)
+static int put_target(struct strbuf *b, const struct target_info *t, const struct hp_counts *totals,
+                      uint64_t now, int first)
 {
     int64_t inuse = totals->inuse_bytes > 0 ? totals->inuse_bytes >> HP_BYTES_SHIFT : 0;
     uint64_t allocated = totals->alloc_bytes >> HP_BYTES_SHIFT;
     double profiled = now > t->attached_ns ? (double)(now - t->attached_ns) / 1e9 : 0;
-    int e = pprof_buf_printf(b, "%s\n  {\"pid\": %d, \"comm\": ", first ? "" : ",", (int)t->pid);
+    int e = strbuf_printf(b, "%s\n  {\"pid\": %d, \"comm\": ", first ? "" : ",", (int)t->pid);
     if (e == 0)
         e = put_string(b, t->comm);
     if (e == 0)
-        e = pprof_buf_printf(b, ", \"allocator\": ");
+        e = strbuf_printf(b, ", \"allocator\": ");
     if (e == 0)
         e = put_string(b, t->allocator);
     if (e == 0)
-        e = pprof_buf_printf(b, ", \"sampler\": \"%s\", \"sampler_note\": ", t->sampler);
+        e = strbuf_printf(b, ", \"sampler\": \"%s\", \"sampler_note\": ", t->sampler);
     if (e == 0)
         e = put_string(b, t->sampler_note);
     if (e == 0)
-        e = pprof_buf_printf(b,
-                ", \"profiled_seconds\": %.3f, \"inuse_bytes\": %" PRId64
-                ", \"allocated_bytes\": %" PRIu64,
-                profiled, inuse, allocated);
+        e = strbuf_printf(b,
+                          ", \"profiled_seconds\": %.3f, \"inuse_bytes\": %" PRId64
+                          ", \"allocated_bytes\": %" PRIu64,
+                          profiled, inuse, allocated);
     if (e == 0)
         e = put_holders(b, &t->holders, now);
     if (e == 0)
         e = put_cost(b, t);
-    return e ? e : pprof_buf_printf(b, "}");
+    return e ? e : strbuf_printf(b, "}");
 }
 
-int targets_json_write(struct daemon_ctx *ctx, const struct caller *who, struct pprof_buf *out)
+int targets_json_write(struct daemon_ctx *ctx, const struct caller *who, struct strbuf *out)
 {
     struct visible_targets v;
     int e = visible_targets_get(ctx, who, true, &v);
     uint64_t now = monotonic_ns();
     if (e == 0)
-        e = pprof_buf_printf(out, "{\"targets\": [");
+        e = strbuf_printf(out, "{\"targets\": [");
     for (size_t i = 0; i < v.n && e == 0; i++)
         e = put_target(out, &v.info[i], &v.totals[i], now, i == 0);
     if (e == 0)
-        e = pprof_buf_printf(out, "%s]}\n", v.n ? "\n" : "");
+        e = strbuf_printf(out, "%s]}\n", v.n ? "\n" : "");
     visible_targets_free(&v);
     return e;
 }

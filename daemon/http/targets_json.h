@@ -15,9 +15,9 @@
 
 #include "access.h"
 #include "daemon_ctx.h"
-#include "pprof.h"
+#include "strbuf.h"
 
 /* Appends the targets `who` may profile (as views_build lets it see them); 0 or -errno. */
-int targets_json_write(struct daemon_ctx *ctx, const struct caller *who, struct pprof_buf *out);
+int targets_json_write(struct daemon_ctx *ctx, const struct caller *who, struct strbuf *out);
 
 #endif

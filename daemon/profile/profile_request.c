@@ -19,6 +19,7 @@
 #include "proc_info.h"
 #include "profile_formats.h"
 #include "selection.h"
+#include "strbuf.h"
 #include "views.h"
 
 /* Makes sure process `pid` (started at `started`; 0: whichever has the pid)
@@ -130,8 +131,8 @@ static int answer_built(struct daemon_ctx *ctx, const struct profile_query *q, i
  * attached gets a comment line in `notes`, and the first such error is in
  * *first. */
 static size_t attach_selected(struct daemon_ctx *ctx, const struct profile_query *q,
-                              const struct caller *who, struct process_found *procs, size_t n, struct pprof_buf *notes,
-                              int *first, char *err, size_t errlen)
+                              const struct caller *who, struct process_found *procs, size_t n,
+                              struct strbuf *notes, int *first, char *err, size_t errlen)
 {
     size_t kept = 0;
     char why[512];
@@ -151,18 +152,18 @@ static size_t attach_selected(struct daemon_ctx *ctx, const struct profile_query
             *first = e;
             snprintf(err, errlen, "%s", why);
         }
-        pprof_buf_printf(notes, "heapprofd: process %d (%s) matches but is not profiled: %s\n",
-                         (int)procs[i].pid, procs[i].comm, why);
+        strbuf_printf(notes, "heapprofd: process %d (%s) matches but is not profiled: %s\n",
+                      (int)procs[i].pid, procs[i].comm, why);
     }
     return kept;
 }
 
 /* Adds each line of `notes` as a comment of `p`. */
-static int add_notes(struct pprof_profile *p, const struct pprof_buf *notes)
+static int add_notes(struct pprof_profile *p, const struct strbuf *notes)
 {
     int e = 0;
     for (size_t at = 0; at < notes->len && e == 0;) {
-        const char *line = (const char *)notes->data + at;
+        const char *line = notes->data + at;
         size_t len = strcspn(line, "\n");
         char *copy = strndup(line, len);
         e = copy ? pprof_add_comment(p, copy) : -ENOMEM;
@@ -182,7 +183,7 @@ static int answer_selected(struct daemon_ctx *ctx, const struct profile_query *q
                            char *err, size_t errlen)
 {
     struct process_found *procs = NULL;
-    struct pprof_buf notes = {0};
+    struct strbuf notes = {0};
     struct pprof_profile *p = NULL;
     char scope[700];
     int first;
@@ -203,7 +204,7 @@ static int answer_selected(struct daemon_ctx *ctx, const struct profile_query *q
     if (e == 0 && n == 0 && exited == 0 && first)
         e = first; /* something matched, and nothing can be shown: say why */
     if (e == 0 && n == 0 && exited == 0)
-        pprof_buf_printf(&notes, "heapprofd: no process that this caller may profile matches\n");
+        strbuf_printf(&notes, "heapprofd: no process that this caller may profile matches\n");
     if (e == 0)
         e = add_notes(p, &notes);
     if (e == 0) {
@@ -211,7 +212,7 @@ static int answer_selected(struct daemon_ctx *ctx, const struct profile_query *q
         p = NULL;
     }
     pprof_free(p);
-    pprof_buf_free(&notes);
+    strbuf_free(&notes);
     free(procs);
     return e;
 }

@@ -7,6 +7,8 @@
  */
 #include "check.h"
 #include "options.h"
+#include "options_table.h"
+#include "strutil.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -453,6 +455,69 @@ static void a_rule_may_choose_the_sampler_of_its_processes(void)
     options_free(&o);
 }
 
+static void the_usage_lists_every_option_once_with_limits_from_the_constants(void)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    CHECK(f != NULL);
+    if (!f)
+        return;
+    options_usage(f);
+    fclose(f);
+    for (size_t i = 0; i < option_count; i++) {
+        if (!option_table[i].set)
+            continue; /* --help */
+        char line[64];
+        int n = 0;
+        snprintf(line, sizeof(line), "\n  --%s", option_table[i].name);
+        for (const char *p = text; (p = strstr(p, line)) != NULL; p += strlen(line))
+            if (p[strlen(line)] == ' ' || p[strlen(line)] == '\n')
+                n++;
+        if (n != 1) {
+            fprintf(stderr, "%s:%d: '%s' heads %d lines of the usage, not 1:\n%s\n", __FILE__,
+                    __LINE__, line + 1, n, text);
+            check_failures++;
+        }
+    }
+    /* The limits in the texts are the constants the parser checks (the
+     * usage text wraps lines, so look at the rows' texts filled in). */
+    char want[64], help[512];
+    snprintf(want, sizeof(want), "default %d, at most %d", OPTIONS_DEFAULT_MAX_TARGETS,
+             HP_MAX_TARGETS);
+    for (size_t i = 0; i < option_count; i++) {
+        const struct option_def *d = &option_table[i];
+        if (strcmp(d->name, "max-targets") == 0) {
+            option_expand(d, d->help, help, sizeof(help));
+            CHECK(strstr(help, want) != NULL);
+            CHECK(strstr(text, "\n  --max-targets N          processes profiled at once") != NULL);
+        } else if (strcmp(d->name, "idle-detach") == 0) {
+            option_expand(d, d->help, help, sizeof(help));
+            CHECK(strstr(help, "default 10m, at most 720h") != NULL);
+        }
+    }
+    free(text);
+}
+
+static void durations_are_written_as_they_are_read(void)
+{
+    static const struct {
+        uint64_t ns;
+        const char *text;
+    } cases[] = {{0, "0"}, {720 * 3600000000000ull, "720h"}, {600000000000ull, "10m"},
+                 {90000000000ull, "90s"}, {1500000000ull, "1500ms"}, {1500, "1500ns"}};
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char out[32];
+        uint64_t back;
+        format_duration(cases[i].ns, out, sizeof(out));
+        CHECK_STR_EQ(out, cases[i].text);
+        if (cases[i].ns % 1000000 == 0) {
+            CHECK_INT_EQ(parse_duration(out, UINT64_MAX, &back), 0);
+            CHECK_U64_EQ(back, cases[i].ns);
+        }
+    }
+}
+
 int main(void)
 {
     RUN_TEST(no_arguments_give_the_documented_defaults);
@@ -470,5 +535,7 @@ int main(void)
     RUN_TEST(the_per_uid_cap_is_an_eighth_of_max_targets_unless_set);
     RUN_TEST(lists_and_paths_stop_at_their_bounds);
     RUN_TEST(a_rule_may_choose_the_sampler_of_its_processes);
+    RUN_TEST(the_usage_lists_every_option_once_with_limits_from_the_constants);
+    RUN_TEST(durations_are_written_as_they_are_read);
     return check_exit_code();
 }

@@ -1,5 +1,6 @@
 /*
- * array_grow.c - capacity doubling for heap arrays (see array_grow.h).
+ * array_grow.c - capacity doubling for heap arrays, for the encoder and the
+ * daemon alike (see array_grow.h).
  */
 #include "array_grow.h"
 
