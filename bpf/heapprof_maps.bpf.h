@@ -2,10 +2,18 @@
 /*
  * heapprof_maps.bpf.h - the BPF maps of heapprof.bpf.c and the files it
  * includes, declared in one place (libbpf-tools style), and the per-CPU
- * error and event counters (count_stat). Included once, by heapprof.bpf.c.
+ * error and event counters (count_stat). Included by every header of
+ * heapprof.bpf.c that reaches a map.
  */
 #ifndef HEAPPROF_MAPS_BPF_H
 #define HEAPPROF_MAPS_BPF_H
+
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+
+#include "heapprof.h"
+#include "hp_limits.h"
+#include "unwind_row.h"
 
 /* This CPU's sampling countdown, and the kind of the last allocation
  * entry seen on it: after a malloc, the next entry on this CPU is seldom a

@@ -6,11 +6,20 @@
  * decision; here the stack is walked from the allocator's caller (the
  * return address and stack pointer at the allocator's entry are arguments,
  * %rbp is still the caller's) and counted as the uprobe sampler counts it,
- * with the same weights. Included once, at the end of heapprof.bpf.c,
- * whose record() and untrack() it reuses.
+ * with the same weights, through the same sample store. Included once, by
+ * heapprof.bpf.c.
  */
 #ifndef HEAPPROF_INPROCESS_BPF_H
 #define HEAPPROF_INPROCESS_BPF_H
+
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+
+#include "heapprof.h"
+#include "hidden_returns.bpf.h"
+#include "sample_store.bpf.h"
+#include "stack_store.bpf.h"
 
 /*
  * hp_report_alloc(ptr, size, kind, ret, sp) (cookie HP_REPORT_ALLOC) and

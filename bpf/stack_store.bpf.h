@@ -3,16 +3,20 @@
  * stack_store.bpf.h - stacks by identity: a sampled call's stack is walked
  * into a per-CPU scratch buffer, hashed, and stored once in the stacks map
  * under its hash, with collisions probed past and counted, never merged.
- * Included once, by heapprof.bpf.c.
+ * Included by heapprof.bpf.c and inprocess.bpf.h.
  */
 #ifndef HEAPPROF_STACK_STORE_BPF_H
 #define HEAPPROF_STACK_STORE_BPF_H
 
-#include "heapprof_maps.bpf.h"
-#include "unwind.bpf.h"
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
 
-/* From errno.h, which BPF programs cannot include. */
-#define EEXIST 17
+#include "heapprof.h"
+#include "heapprof_maps.bpf.h"
+#include "hidden_returns.bpf.h"
+#include "hp_errno.bpf.h"
+#include "unwind.bpf.h"
 
 /* A 64-bit hash of the stack's frames; never 0, which means "no stack". */
 static __always_inline __u64 hash_stack(const struct hp_stack *st)
