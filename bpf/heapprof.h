@@ -69,6 +69,10 @@ enum hp_stat {
                                 * frame pointer could not be checked: stopped */
     HP_STAT_RETURNS_UNHIDDEN,  /* return addresses a pending uretprobe had replaced by its
                                 * trampoline, read back from the kernel */
+    HP_STAT_SHARE_STACKS,      /* a new stack or (process, stack) row refused: the process
+                                * holds its share (hp_process_share): sample dropped */
+    HP_STAT_SHARE_LIVE,        /* a live entry refused: the process holds its share of the
+                                * live map; allocation not tracked for in-use */
     HP_STAT_COUNT,
 };
 
@@ -99,6 +103,17 @@ struct hp_live_key {
     __u32 tgid;
     __u32 pad;
     __u64 ptr;
+};
+
+/* What one process holds of the shared maps (the `shares` map's value,
+ * keyed by tgid): stacks it added to the stacks map, its rows in the
+ * counts map, its entries in the live map. Signed, so that a count that
+ * went below zero (entries that predate it) reads as room, not as full. */
+struct hp_share {
+    __s32 stacks;
+    __s32 rows;
+    __s32 live;
+    __s32 pad;
 };
 
 /* A sampled allocation still alive, with the weights it added. */

@@ -87,6 +87,16 @@ struct {
     __type(value, struct hp_live);
 } live SEC(".maps");
 
+/* What each process holds of the maps above (see hp_process_share). Not
+ * pinned: the daemon counts it again from the pinned maps at load. */
+struct {
+    __uint(type, BPF_MAP_TYPE_HASH);
+    __uint(max_entries, HP_MAX_SHARES);
+    __uint(map_flags, BPF_F_NO_PREALLOC);
+    __type(key, __u32);
+    __type(value, struct hp_share);
+} shares SEC(".maps");
+
 struct {
     __uint(type, BPF_MAP_TYPE_HASH);
     __uint(max_entries, HP_MAX_PENDING);

@@ -6,6 +6,10 @@
 #ifndef HEAPPROF_LIMITS_H
 #define HEAPPROF_LIMITS_H
 
+#ifndef __VMLINUX_H__
+#include <linux/types.h>
+#endif
+
 /* Whether `n` is a power of two: a table indexed by a mask must be. */
 #define HP_IS_POW2(n) ((n) > 0 && ((n) & ((n)-1)) == 0)
 
@@ -59,6 +63,36 @@ _Static_assert(HP_IS_POW2(HP_THREAD_SLOTS), "thread_call_of() masks a thread id 
 
 /* Processes profiled at once. */
 #define HP_MAX_TARGETS 1024
+
+/*
+ * The share of the stacks, counts and live maps one process may hold: the
+ * report functions of the in-process sampler can be called by the process
+ * itself with made-up arguments, and a process controls the stack memory
+ * the unwinder reads, so without a bound one process could fill the maps
+ * that every profiled process shares. An eighth leaves seven eighths to
+ * the others against any one process, and at the default sizes still
+ * gives a process 8192 stacks, 16384 (process, stack) rows and 32768 live
+ * samples (16 GiB of sampled heap at the default interval), more than the
+ * programs we profile take. Maps made so small (--max-*) that an eighth
+ * is under HP_SHARE_FLOOR entries are not divided (a share of 0: no
+ * bound): they are sized for a test or for one process, an eighth of them
+ * would record almost nothing, and their own full-map counters say what
+ * was lost.
+ */
+#define HP_SHARE_DIVISOR 8
+#define HP_SHARE_FLOOR 64
+
+/* The entries a process may hold of a map of `capacity` entries; 0: no bound. */
+static inline __u32 hp_process_share(__u32 capacity)
+{
+    __u32 share = capacity / HP_SHARE_DIVISOR;
+    return share >= HP_SHARE_FLOOR ? share : 0;
+}
+
+/* Processes with a share at once: the targets, those whose counts stay
+ * after they exit, and a margin for processes in the middle of being
+ * forgotten. 16 bytes and a key each, allocated on use. */
+#define HP_MAX_SHARES (4 * HP_MAX_TARGETS)
 
 /* Unwind table rows across all loaded files: 12 bytes each, which the
  * kernel's array map stores 16 bytes apart, preallocated: 32 MiB. Tables

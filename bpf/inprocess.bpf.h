@@ -34,6 +34,8 @@ int hp_report(struct pt_regs *ctx)
         untrack(tgid, ptr);
         return 0;
     }
+    if (!ptr)
+        return 0; /* a failed allocation: nothing to record, no stack to store */
     __u64 size = PT_REGS_PARM2(ctx);
     __u64 sp = PT_REGS_PARM5(ctx);
     /* Another tool's return probe on a function that jumped to the
@@ -42,7 +44,7 @@ int hp_report(struct pt_regs *ctx)
     hidden_returns_init(&hidden);
     __u64 ret = unhide_return(&hidden, sp, PT_REGS_PARM4(ctx));
     __u64 stack_id = capture_stack(ctx, ret, sp, &hidden);
-    if (stack_id && ptr)
+    if (stack_id)
         record(tgid, ptr, size, stack_id);
     return 0;
 }

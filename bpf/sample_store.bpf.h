@@ -5,7 +5,8 @@
  * (take_sample, the uprobe sampler's; the in-process sampler decides in
  * the process), the weighted counts of each (process, stack) and the set
  * of sampled pointers still alive (record), and a free taken out of both
- * (untrack). Included by heapprof.bpf.c and inprocess.bpf.h.
+ * (untrack), each process within its share of the maps
+ * (process_share.bpf.h). Included by heapprof.bpf.c and inprocess.bpf.h.
  */
 #ifndef HEAPPROF_SAMPLE_STORE_BPF_H
 #define HEAPPROF_SAMPLE_STORE_BPF_H
@@ -15,6 +16,7 @@
 
 #include "heapprof.h"
 #include "heapprof_maps.bpf.h"
+#include "process_share.bpf.h"
 #include "sampling_math.h"
 
 /* Set by the daemon before load: the mean bytes between samples, and the
@@ -53,6 +55,9 @@ static __always_inline void untrack(__u32 tgid, __u64 ptr)
     struct hp_live gone = *l;
     if (bpf_map_delete_elem(&live, &key) != 0)
         return;
+    struct hp_share *s = bpf_map_lookup_elem(&shares, &tgid);
+    if (s)
+        share_add(&s->live, -1);
     struct hp_count_key ck = {.tgid = tgid, .stack_id = gone.stack_id};
     struct hp_counts *c = bpf_map_lookup_elem(&counts, &ck);
     if (c) {
@@ -69,11 +74,19 @@ static __always_inline void record(__u32 tgid, __u64 ptr, __u64 size, __u64 stac
     __u64 w_objects = hp_weight_objects(size, sample_interval, weight_table);
     __u64 w_bytes = hp_weight_bytes(size, w_objects);
 
+    struct hp_share *s = share_of(tgid);
+    if (!s) {
+        count_stat(HP_STAT_SHARE_STACKS);
+        return;
+    }
     struct hp_count_key ck = {.tgid = tgid, .stack_id = stack_id};
     struct hp_counts *c = bpf_map_lookup_elem(&counts, &ck);
     if (!c) {
+        if (share_refuses(s->rows, row_share, HP_STAT_SHARE_STACKS))
+            return;
         struct hp_counts zero = {};
-        bpf_map_update_elem(&counts, &ck, &zero, BPF_NOEXIST);
+        if (bpf_map_update_elem(&counts, &ck, &zero, BPF_NOEXIST) == 0)
+            share_add(&s->rows, 1);
         c = bpf_map_lookup_elem(&counts, &ck);
         if (!c) {
             count_stat(HP_STAT_COUNTS_FULL);
@@ -86,6 +99,10 @@ static __always_inline void record(__u32 tgid, __u64 ptr, __u64 size, __u64 stac
     /* A pointer still in the live set was freed without our seeing it
      * (before we attached, or by a path we do not probe). */
     untrack(tgid, ptr);
+    if (share_refuses(s->live, live_share, HP_STAT_SHARE_LIVE)) {
+        count_stat(HP_STAT_SAMPLES); /* counted, as with a full live map, but not in use */
+        return;
+    }
     struct hp_live_key lk = {.tgid = tgid, .ptr = ptr};
     struct hp_live l = {
         .stack_id = stack_id,
@@ -100,6 +117,8 @@ static __always_inline void record(__u32 tgid, __u64 ptr, __u64 size, __u64 stac
         __sync_fetch_and_sub(&c->inuse_objects, w_objects);
         __sync_fetch_and_sub(&c->inuse_bytes, w_bytes);
         count_stat(HP_STAT_LIVE_FULL);
+    } else {
+        share_add(&s->live, 1);
     }
     count_stat(HP_STAT_SAMPLES);
 }
