@@ -206,7 +206,9 @@ struct hp_persisted_target {
 #define HP_COOKIE(image, kind) (((__u64)(image) << HP_COOKIE_KIND_BITS) | (__u64)(kind))
 #define HP_COOKIE_IMAGE(c) ((__u32)((c) >> HP_COOKIE_KIND_BITS))
 #define HP_COOKIE_KIND(c) ((__u32)((c) & ((1u << HP_COOKIE_KIND_BITS) - 1)))
-_Static_assert(HP_KIND_COUNT <= (1u << HP_COOKIE_KIND_BITS), "every kind fits a cookie's kind bits");
-_Static_assert(HP_SPARE_SLOT <= (~0u >> HP_COOKIE_KIND_BITS), "every slot fits a cookie's image bits");
+_Static_assert(HP_KIND_COUNT <= (1u << HP_COOKIE_KIND_BITS),
+               "every kind fits a cookie's kind bits");
+_Static_assert(HP_SPARE_SLOT <= (~0u >> HP_COOKIE_KIND_BITS),
+               "every slot fits a cookie's image bits");
 
 #endif

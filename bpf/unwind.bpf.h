@@ -18,6 +18,11 @@
 #include "hp_errno.bpf.h"
 #include "unwind_row.h"
 
+/* Frame pointers are 8-byte aligned (the psABI aligns frames to 16). */
+#define HP_FP_ALIGN 8
+_Static_assert(HP_IS_POW2(HP_FP_ALIGN) && HP_IS_POW2(HP_PLT_STUB_BYTES),
+               "an offset within either is taken with a mask of its size - 1");
+
 /*
  * Walks the user stack by frame pointers into `st`. At an allocator's entry
  * the return address to its caller is at [sp] and %rbp is still the
@@ -31,7 +36,7 @@ static __always_inline void walk_frame_pointers(struct hp_stack *st, __u64 ret, 
     __u32 n = 1;
     __u64 prev = sp;
     for (__u32 i = 1; i < HP_MAX_FRAMES; i++) {
-        if (fp == 0 || (fp & 7) || fp < prev)
+        if (fp == 0 || (fp & (HP_FP_ALIGN - 1)) || fp < prev)
             break;
         __u64 frame[2]; /* saved %rbp, return address */
         if (bpf_probe_read_user(frame, sizeof(frame), (void *)fp)) {
@@ -225,7 +230,7 @@ static __always_inline enum step_result step_by_frame_pointer(struct walk_state 
     count_stat(HP_STAT_UNWIND_FP_FRAMES);
     if (u->fp == 0 && !u->fp_unknown)
         return STEP_END;
-    if (u->fp_unknown || (u->fp & 7) || u->fp < u->sp) {
+    if (u->fp_unknown || (u->fp & (HP_FP_ALIGN - 1)) || u->fp < u->sp) {
         if (at_start_of_main_stack(u->sp))
             return STEP_END;
         count_stat(HP_STAT_UNWIND_BAD_FP);
@@ -291,7 +296,9 @@ static __always_inline enum step_result step_by_row(struct walk_state *u,
         cfa = u->fp + (__s64)r->cfa_offset;
         break;
     case HP_CFA_PLT:
-        cfa = u->sp + 8 + ((u->pc & 15) >= (__u64)r->cfa_offset ? 8 : 0);
+        /* 8 more once the stub's push has run: at or past cfa_offset in the stub. */
+        cfa = u->sp + 8 +
+              ((u->pc & (HP_PLT_STUB_BYTES - 1)) >= (__u64)r->cfa_offset ? 8 : 0);
         break;
     case HP_CFA_SIGNAL: {
         __u64 regs[3];
