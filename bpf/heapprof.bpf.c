@@ -17,100 +17,15 @@
 #include <bpf/bpf_tracing.h>
 
 #include "heapprof.h"
-#include "sampling_math.h"
-#include "unwind_row.h"
 
 #include "heapprof_maps.bpf.h"
+#include "hidden_returns.bpf.h"
+#include "inprocess.bpf.h"
 #include "nested_calls.bpf.h"
+#include "sample_store.bpf.h"
 #include "stack_store.bpf.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
-
-/* Set by the daemon before load. */
-const volatile __u64 sample_interval = 524288;
-const volatile __u32 log2_table[HP_LOG2_TABLE_LEN];
-const volatile __u64 weight_table[HP_WEIGHT_TABLE_LEN];
-
-/* Runs the Poisson countdown over `size` bytes; true if this call is sampled. */
-static __always_inline bool take_sample(struct cpu_state *cs, __u64 size)
-{
-    __u64 interval = sample_interval;
-    if (interval <= 1)
-        return true;
-    if (!cs->initialized) {
-        cs->countdown = hp_exp_wait(bpf_get_prandom_u32(), interval, log2_table);
-        cs->initialized = 1;
-    }
-    if (cs->countdown > size) {
-        cs->countdown -= size;
-        return false;
-    }
-    /* Waits are memoryless, so the next one may start at this allocation's end. */
-    cs->countdown = hp_exp_wait(bpf_get_prandom_u32(), interval, log2_table);
-    return true;
-}
-
-/* Takes a sampled pointer out of the live set and its weight out of in-use;
- * exactly once, whoever deletes the entry. */
-static __always_inline void untrack(__u32 tgid, __u64 ptr)
-{
-    struct hp_live_key key = {.tgid = tgid, .ptr = ptr};
-    struct hp_live *l = bpf_map_lookup_elem(&live, &key);
-    if (!l)
-        return;
-    struct hp_live gone = *l;
-    if (bpf_map_delete_elem(&live, &key) != 0)
-        return;
-    struct hp_count_key ck = {.tgid = tgid, .stack_id = gone.stack_id};
-    struct hp_counts *c = bpf_map_lookup_elem(&counts, &ck);
-    if (c) {
-        __sync_fetch_and_sub(&c->inuse_objects, gone.w_objects);
-        __sync_fetch_and_sub(&c->inuse_bytes, gone.w_bytes);
-    }
-    count_stat(HP_STAT_FREES_MATCHED);
-}
-
-/* Adds a sampled allocation of `size` bytes at `ptr` to its stack's counts
- * and to the live set. */
-static __always_inline void record(__u32 tgid, __u64 ptr, __u64 size, __u64 stack_id)
-{
-    __u64 w_objects = hp_weight_objects(size, sample_interval, weight_table);
-    __u64 w_bytes = hp_weight_bytes(size, w_objects);
-
-    struct hp_count_key ck = {.tgid = tgid, .stack_id = stack_id};
-    struct hp_counts *c = bpf_map_lookup_elem(&counts, &ck);
-    if (!c) {
-        struct hp_counts zero = {};
-        bpf_map_update_elem(&counts, &ck, &zero, BPF_NOEXIST);
-        c = bpf_map_lookup_elem(&counts, &ck);
-        if (!c) {
-            count_stat(HP_STAT_COUNTS_FULL);
-            return;
-        }
-    }
-    __sync_fetch_and_add(&c->alloc_objects, w_objects);
-    __sync_fetch_and_add(&c->alloc_bytes, w_bytes);
-
-    /* A pointer still in the live set was freed without our seeing it
-     * (before we attached, or by a path we do not probe). */
-    untrack(tgid, ptr);
-    struct hp_live_key lk = {.tgid = tgid, .ptr = ptr};
-    struct hp_live l = {
-        .stack_id = stack_id,
-        .size = size,
-        .w_objects = w_objects,
-        .w_bytes = w_bytes,
-        .time_ns = bpf_ktime_get_ns(),
-    };
-    __sync_fetch_and_add(&c->inuse_objects, w_objects);
-    __sync_fetch_and_add(&c->inuse_bytes, w_bytes);
-    if (bpf_map_update_elem(&live, &lk, &l, BPF_ANY) != 0) {
-        __sync_fetch_and_sub(&c->inuse_objects, w_objects);
-        __sync_fetch_and_sub(&c->inuse_bytes, w_bytes);
-        count_stat(HP_STAT_LIVE_FULL);
-    }
-    count_stat(HP_STAT_SAMPLES);
-}
 
 /*
  * The entry of every allocating function: decides whether this call counts
@@ -323,5 +238,3 @@ int hp_session(struct pt_regs *ctx)
     }
     return on_entry(ctx);
 }
-
-#include "inprocess.bpf.h"

@@ -17,6 +17,8 @@
  * bytes in 1/2^8 (so a stack's cumulative bytes can reach 2^56). */
 #define HP_OBJ_SHIFT 16
 #define HP_BYTES_SHIFT 8
+_Static_assert(HP_OBJ_SHIFT > HP_BYTES_SHIFT,
+               "hp_weight_bytes() rounds by a shift of HP_OBJ_SHIFT - HP_BYTES_SHIFT - 1");
 
 /* What a probed function is; the attach cookie carries it. */
 enum hp_kind {
@@ -67,6 +69,10 @@ enum hp_stat {
                                 * frame pointer could not be checked: stopped */
     HP_STAT_RETURNS_UNHIDDEN,  /* return addresses a pending uretprobe had replaced by its
                                 * trampoline, read back from the kernel */
+    HP_STAT_SHARE_STACKS,      /* a new stack or (process, stack) row refused: the process
+                                * holds its share (hp_process_share): sample dropped */
+    HP_STAT_SHARE_LIVE,        /* a live entry refused: the process holds its share of the
+                                * live map; allocation not tracked for in-use */
     HP_STAT_COUNT,
 };
 
@@ -97,6 +103,17 @@ struct hp_live_key {
     __u32 tgid;
     __u32 pad;
     __u64 ptr;
+};
+
+/* What one process holds of the shared maps (the `shares` map's value,
+ * keyed by tgid): stacks it added to the stacks map, its rows in the
+ * counts map, its entries in the live map. Signed, so that a count that
+ * went below zero (entries that predate it) reads as room, not as full. */
+struct hp_share {
+    __s32 stacks;
+    __s32 rows;
+    __s32 live;
+    __s32 pad;
 };
 
 /* A sampled allocation still alive, with the weights it added. */
@@ -183,9 +200,15 @@ struct hp_persisted_target {
 #define HP_REPORT_ALLOC 0
 #define HP_REPORT_FREE 1
 
-/* Attach cookie: image slot in the upper bits, probe kind in the low byte. */
-#define HP_COOKIE(image, kind) (((__u64)(image) << 8) | (__u64)(kind))
-#define HP_COOKIE_IMAGE(c) ((__u32)((c) >> 8))
-#define HP_COOKIE_KIND(c) ((__u32)((c)&0xff))
+/* Attach cookie: image slot in the upper bits, probe kind in the low
+ * HP_COOKIE_KIND_BITS. */
+#define HP_COOKIE_KIND_BITS 8
+#define HP_COOKIE(image, kind) (((__u64)(image) << HP_COOKIE_KIND_BITS) | (__u64)(kind))
+#define HP_COOKIE_IMAGE(c) ((__u32)((c) >> HP_COOKIE_KIND_BITS))
+#define HP_COOKIE_KIND(c) ((__u32)((c) & ((1u << HP_COOKIE_KIND_BITS) - 1)))
+_Static_assert(HP_KIND_COUNT <= (1u << HP_COOKIE_KIND_BITS),
+               "every kind fits a cookie's kind bits");
+_Static_assert(HP_SPARE_SLOT <= (~0u >> HP_COOKIE_KIND_BITS),
+               "every slot fits a cookie's image bits");
 
 #endif

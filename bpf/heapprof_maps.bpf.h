@@ -2,10 +2,18 @@
 /*
  * heapprof_maps.bpf.h - the BPF maps of heapprof.bpf.c and the files it
  * includes, declared in one place (libbpf-tools style), and the per-CPU
- * error and event counters (count_stat). Included once, by heapprof.bpf.c.
+ * error and event counters (count_stat). Included by every header of
+ * heapprof.bpf.c that reaches a map.
  */
 #ifndef HEAPPROF_MAPS_BPF_H
 #define HEAPPROF_MAPS_BPF_H
+
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+
+#include "heapprof.h"
+#include "hp_limits.h"
+#include "unwind_row.h"
 
 /* This CPU's sampling countdown, and the kind of the last allocation
  * entry seen on it: after a malloc, the next entry on this CPU is seldom a
@@ -78,6 +86,16 @@ struct {
     __type(key, struct hp_live_key);
     __type(value, struct hp_live);
 } live SEC(".maps");
+
+/* What each process holds of the maps above (see hp_process_share). Not
+ * pinned: the daemon counts it again from the pinned maps at load. */
+struct {
+    __uint(type, BPF_MAP_TYPE_HASH);
+    __uint(max_entries, HP_MAX_SHARES);
+    __uint(map_flags, BPF_F_NO_PREALLOC);
+    __type(key, __u32);
+    __type(value, struct hp_share);
+} shares SEC(".maps");
 
 struct {
     __uint(type, BPF_MAP_TYPE_HASH);

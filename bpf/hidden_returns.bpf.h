@@ -22,6 +22,11 @@
 #ifndef HEAPPROF_HIDDEN_RETURNS_BPF_H
 #define HEAPPROF_HIDDEN_RETURNS_BPF_H
 
+#include "vmlinux.h"
+#include <bpf/bpf_core_read.h>
+#include <bpf/bpf_helpers.h>
+
+#include "heapprof.h"
 #include "heapprof_maps.bpf.h"
 
 /* The current thread's pending return probes, as a walk up its stack

@@ -6,6 +6,13 @@
 #ifndef HEAPPROF_LIMITS_H
 #define HEAPPROF_LIMITS_H
 
+#ifndef __VMLINUX_H__
+#include <linux/types.h>
+#endif
+
+/* Whether `n` is a power of two: a table indexed by a mask must be. */
+#define HP_IS_POW2(n) ((n) > 0 && ((n) & ((n)-1)) == 0)
+
 /* Frames kept per stack: perf's default user stack depth is 127, and
  * deeper stacks are rare outside runaway recursion. */
 #define HP_MAX_FRAMES 127
@@ -43,6 +50,7 @@
  * caller, unless a return probe's trampoline marks it (always so in the
  * multi and classic layouts, and for a sampled first call). */
 #define HP_THREAD_SLOTS 16384
+_Static_assert(HP_IS_POW2(HP_THREAD_SLOTS), "thread_call_of() masks a thread id with it");
 
 /* Pending return probes of one thread passed over while looking for the
  * one that hid a return address: the kernel allows 64 per thread
@@ -56,6 +64,36 @@
 /* Processes profiled at once. */
 #define HP_MAX_TARGETS 1024
 
+/*
+ * The share of the stacks, counts and live maps one process may hold: the
+ * report functions of the in-process sampler can be called by the process
+ * itself with made-up arguments, and a process controls the stack memory
+ * the unwinder reads, so without a bound one process could fill the maps
+ * that every profiled process shares. An eighth leaves seven eighths to
+ * the others against any one process, and at the default sizes still
+ * gives a process 8192 stacks, 16384 (process, stack) rows and 32768 live
+ * samples (16 GiB of sampled heap at the default interval), more than the
+ * programs we profile take. Maps made so small (--max-*) that an eighth
+ * is under HP_SHARE_FLOOR entries are not divided (a share of 0: no
+ * bound): they are sized for a test or for one process, an eighth of them
+ * would record almost nothing, and their own full-map counters say what
+ * was lost.
+ */
+#define HP_SHARE_DIVISOR 8
+#define HP_SHARE_FLOOR 64
+
+/* The entries a process may hold of a map of `capacity` entries; 0: no bound. */
+static inline __u32 hp_process_share(__u32 capacity)
+{
+    __u32 share = capacity / HP_SHARE_DIVISOR;
+    return share >= HP_SHARE_FLOOR ? share : 0;
+}
+
+/* Processes with a share at once: the targets, those whose counts stay
+ * after they exit, and a margin for processes in the middle of being
+ * forgotten. 16 bytes and a key each, allocated on use. */
+#define HP_MAX_SHARES (4 * HP_MAX_TARGETS)
+
 /* Unwind table rows across all loaded files: 12 bytes each, which the
  * kernel's array map stores 16 bytes apart, preallocated: 32 MiB. Tables
  * take about 21,000-24,000 rows per MiB of code (libc.so.6: 28,274 rows
@@ -63,12 +101,14 @@
  * tests/bench/unwind_table_bench), so this holds ~85 MiB of code: libc,
  * a large program and dozens of libraries. A file whose table does not fit
  * is unwound by frame pointers, counted in /metrics. */
-#define HP_MAX_UNWIND_ROWS (1u << 21)
+#define HP_MAX_UNWIND_ROWS_LOG2 21
+#define HP_MAX_UNWIND_ROWS (1u << HP_MAX_UNWIND_ROWS_LOG2)
 
 /* Executable file mappings with tables per process (sorted for a binary
  * search in BPF: a power of two). Processes with more code objects than
  * this unwind the rest by frame pointers. */
-#define HP_MAX_UNWIND_MAPPINGS 256
+#define HP_MAX_UNWIND_MAPPINGS_LOG2 8
+#define HP_MAX_UNWIND_MAPPINGS (1u << HP_MAX_UNWIND_MAPPINGS_LOG2)
 
 /* Bytes of the main thread's stack above main's caller that the C
  * runtime's start code takes: musl's _start and libc_start_main_stage2
@@ -76,7 +116,19 @@
  * A walk that cannot go on this close to the stack's start has ended. */
 #define HP_START_CODE_BYTES 64
 
-/* Steps of the binary search over one table: 2^22 rows at most. */
+/* Steps of the binary search over one table: a table of n rows needs
+ * ceil(log2(n)) of them, and no table is longer than the rows array. */
 #define HP_UNWIND_SEARCH_STEPS 22
+_Static_assert(HP_UNWIND_SEARCH_STEPS >= HP_MAX_UNWIND_ROWS_LOG2,
+               "find_row() must be able to narrow a table as long as the rows array to one row");
+
+/*
+ * The in-process sampler's tables (sized in sampler/hp_sampler.h:
+ * HP_SAMPLER_SLOTS, HP_FILTER_BUCKETS) are indexed by the top bits of a
+ * multiplicative hash, a shift by 64 minus these. The sizes must be these
+ * powers of two; tests/unit/test_limits.c checks that they are.
+ */
+#define HP_SAMPLER_SLOTS_LOG2 10
+#define HP_FILTER_BUCKETS_LOG2 13
 
 #endif

@@ -6,11 +6,20 @@
  * decision; here the stack is walked from the allocator's caller (the
  * return address and stack pointer at the allocator's entry are arguments,
  * %rbp is still the caller's) and counted as the uprobe sampler counts it,
- * with the same weights. Included once, at the end of heapprof.bpf.c,
- * whose record() and untrack() it reuses.
+ * with the same weights, through the same sample store. Included once, by
+ * heapprof.bpf.c.
  */
 #ifndef HEAPPROF_INPROCESS_BPF_H
 #define HEAPPROF_INPROCESS_BPF_H
+
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+
+#include "heapprof.h"
+#include "hidden_returns.bpf.h"
+#include "sample_store.bpf.h"
+#include "stack_store.bpf.h"
 
 /*
  * hp_report_alloc(ptr, size, kind, ret, sp) (cookie HP_REPORT_ALLOC) and
@@ -25,6 +34,8 @@ int hp_report(struct pt_regs *ctx)
         untrack(tgid, ptr);
         return 0;
     }
+    if (!ptr)
+        return 0; /* a failed allocation: nothing to record, no stack to store */
     __u64 size = PT_REGS_PARM2(ctx);
     __u64 sp = PT_REGS_PARM5(ctx);
     /* Another tool's return probe on a function that jumped to the
@@ -33,7 +44,7 @@ int hp_report(struct pt_regs *ctx)
     hidden_returns_init(&hidden);
     __u64 ret = unhide_return(&hidden, sp, PT_REGS_PARM4(ctx));
     __u64 stack_id = capture_stack(ctx, ret, sp, &hidden);
-    if (stack_id && ptr)
+    if (stack_id)
         record(tgid, ptr, size, stack_id);
     return 0;
 }

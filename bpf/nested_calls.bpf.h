@@ -14,6 +14,11 @@
 #ifndef HEAPPROF_NESTED_CALLS_BPF_H
 #define HEAPPROF_NESTED_CALLS_BPF_H
 
+#include "vmlinux.h"
+#include <bpf/bpf_core_read.h>
+#include <bpf/bpf_helpers.h>
+
+#include "heapprof.h"
 #include "heapprof_maps.bpf.h"
 #include "hidden_returns.bpf.h"
 

@@ -3,16 +3,21 @@
  * stack_store.bpf.h - stacks by identity: a sampled call's stack is walked
  * into a per-CPU scratch buffer, hashed, and stored once in the stacks map
  * under its hash, with collisions probed past and counted, never merged.
- * Included once, by heapprof.bpf.c.
+ * Included by heapprof.bpf.c and inprocess.bpf.h.
  */
 #ifndef HEAPPROF_STACK_STORE_BPF_H
 #define HEAPPROF_STACK_STORE_BPF_H
 
-#include "heapprof_maps.bpf.h"
-#include "unwind.bpf.h"
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
 
-/* From errno.h, which BPF programs cannot include. */
-#define EEXIST 17
+#include "heapprof.h"
+#include "heapprof_maps.bpf.h"
+#include "hidden_returns.bpf.h"
+#include "hp_errno.bpf.h"
+#include "process_share.bpf.h"
+#include "unwind.bpf.h"
 
 /* A 64-bit hash of the stack's frames; never 0, which means "no stack". */
 static __always_inline __u64 hash_stack(const struct hp_stack *st)
@@ -42,8 +47,9 @@ static __always_inline bool same_stack(const struct hp_stack *a, const struct hp
 
 /* Stores the stack in `st` under its hash, probing on to the next ids when
  * another stack holds one; returns its id, or 0 (counted) when there is no
- * place for it. */
-static __always_inline __u64 store_stack(const struct hp_stack *st)
+ * place for it. A stack not stored yet is added only within the share of
+ * the process `share` belongs to (NULL: none could be made). */
+static __always_inline __u64 store_stack(const struct hp_stack *st, struct hp_share *share)
 {
     __u64 id = hash_stack(st);
     for (__u32 probe = 0; probe < HP_STACK_PROBES; probe++, id++) {
@@ -51,9 +57,16 @@ static __always_inline __u64 store_stack(const struct hp_stack *st)
             id = 1;
         struct hp_stack *old = bpf_map_lookup_elem(&stacks, &id);
         if (!old) {
+            if (!share || share_refuses(share->stacks, stack_share, HP_STAT_SHARE_STACKS)) {
+                if (!share)
+                    count_stat(HP_STAT_SHARE_STACKS);
+                return 0;
+            }
             long err = bpf_map_update_elem(&stacks, &id, st, BPF_NOEXIST);
-            if (err == 0)
+            if (err == 0) {
+                share_add(&share->stacks, 1);
                 return id;
+            }
             if (err != -EEXIST)
                 break; /* full */
             old = bpf_map_lookup_elem(&stacks, &id); /* another CPU won the race */
@@ -84,7 +97,7 @@ static __always_inline __u64 capture_stack(struct pt_regs *ctx, __u64 ret, __u64
         walk_with_tables(st, proc, ret, sp, PT_REGS_FP(ctx), hidden);
     else
         walk_frame_pointers(st, ret, sp, PT_REGS_FP(ctx), hidden);
-    return store_stack(st);
+    return store_stack(st, share_of(tgid));
 }
 
 #endif

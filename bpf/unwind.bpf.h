@@ -3,13 +3,25 @@
  * unwind.bpf.h - the user-stack walk of a sampled call: with the process's
  * unwind tables (rows built in userspace from .eh_frame/.debug_frame, see
  * daemon/unwind/) in a bpf_loop, or by frame pointers where a process has
- * no tables. Runs for sampled calls only. Included once, by heapprof.bpf.c.
+ * no tables. Runs for sampled calls only. Included by stack_store.bpf.h.
  */
 #ifndef HEAPPROF_UNWIND_BPF_H
 #define HEAPPROF_UNWIND_BPF_H
 
+#include "vmlinux.h"
+#include <bpf/bpf_core_read.h>
+#include <bpf/bpf_helpers.h>
+
+#include "heapprof.h"
 #include "heapprof_maps.bpf.h"
 #include "hidden_returns.bpf.h"
+#include "hp_errno.bpf.h"
+#include "unwind_row.h"
+
+/* Frame pointers are 8-byte aligned (the psABI aligns frames to 16). */
+#define HP_FP_ALIGN 8
+_Static_assert(HP_IS_POW2(HP_FP_ALIGN) && HP_IS_POW2(HP_PLT_STUB_BYTES),
+               "an offset within either is taken with a mask of its size - 1");
 
 /*
  * Walks the user stack by frame pointers into `st`. At an allocator's entry
@@ -24,7 +36,7 @@ static __always_inline void walk_frame_pointers(struct hp_stack *st, __u64 ret, 
     __u32 n = 1;
     __u64 prev = sp;
     for (__u32 i = 1; i < HP_MAX_FRAMES; i++) {
-        if (fp == 0 || (fp & 7) || fp < prev)
+        if (fp == 0 || (fp & (HP_FP_ALIGN - 1)) || fp < prev)
             break;
         __u64 frame[2]; /* saved %rbp, return address */
         if (bpf_probe_read_user(frame, sizeof(frame), (void *)fp)) {
@@ -75,7 +87,8 @@ __noinline int hp_find_mapping(const struct hp_unwind_proc *proc, __u64 pc)
     __u32 lo = 0, hi = proc->n;
     if (hi > HP_MAX_UNWIND_MAPPINGS)
         hi = HP_MAX_UNWIND_MAPPINGS;
-    for (int i = 0; i < 9 && lo < hi; i++) { /* 2^8 = HP_MAX_UNWIND_MAPPINGS */
+    /* n entries take floor(log2(n)) + 1 halvings to narrow to none. */
+    for (int i = 0; i <= HP_MAX_UNWIND_MAPPINGS_LOG2 && lo < hi; i++) {
         __u32 mid = (lo + hi) / 2;
         const struct hp_unwind_mapping *m = &proc->m[mid & (HP_MAX_UNWIND_MAPPINGS - 1)];
         if (pc < m->start)
@@ -174,7 +187,7 @@ static __always_inline enum step_result check_code(struct walk_state *u, __u64 r
         return STEP_ON;
     struct vma_seen v = {};
     long e = find_vma(call, &v);
-    if (e == -16 /* EBUSY */) {
+    if (e == -EBUSY) {
         count_stat(HP_STAT_UNWIND_MM_BUSY);
         return STEP_STOP;
     }
@@ -217,7 +230,7 @@ static __always_inline enum step_result step_by_frame_pointer(struct walk_state 
     count_stat(HP_STAT_UNWIND_FP_FRAMES);
     if (u->fp == 0 && !u->fp_unknown)
         return STEP_END;
-    if (u->fp_unknown || (u->fp & 7) || u->fp < u->sp) {
+    if (u->fp_unknown || (u->fp & (HP_FP_ALIGN - 1)) || u->fp < u->sp) {
         if (at_start_of_main_stack(u->sp))
             return STEP_END;
         count_stat(HP_STAT_UNWIND_BAD_FP);
@@ -227,7 +240,7 @@ static __always_inline enum step_result step_by_frame_pointer(struct walk_state 
         struct vma_seen v = {};
         long e = find_vma(u->sp, &v);
         if (e) {
-            count_stat(e == -16 /* EBUSY */ ? HP_STAT_UNWIND_MM_BUSY : HP_STAT_UNWIND_BAD_FP);
+            count_stat(e == -EBUSY ? HP_STAT_UNWIND_MM_BUSY : HP_STAT_UNWIND_BAD_FP);
             return STEP_STOP;
         }
         u->stack_end = v.end;
@@ -256,10 +269,15 @@ static __always_inline enum step_result step_by_frame_pointer(struct walk_state 
 }
 
 /* Offsets in the ucontext that a signal trampoline's frame points at
- * (x86_64 struct ucontext: flags, link, stack_t, then the registers). */
+ * (x86_64 struct ucontext: flags, link, stack_t, then the registers); the
+ * user ABI, which the kernel's own struct spells out. */
 #define UC_RBP 120
 #define UC_RSP 160
 #define UC_RIP 168
+#define UC_REG(r) (__builtin_offsetof(struct ucontext, uc_mcontext) + \
+                   __builtin_offsetof(struct sigcontext_64, r))
+_Static_assert(UC_RBP == UC_REG(bp) && UC_RSP == UC_REG(sp) && UC_RIP == UC_REG(ip),
+               "the ucontext offsets are the kernel's");
 
 /* One step by the table row for the current pc. */
 static __always_inline enum step_result step_by_row(struct walk_state *u,
@@ -278,7 +296,9 @@ static __always_inline enum step_result step_by_row(struct walk_state *u,
         cfa = u->fp + (__s64)r->cfa_offset;
         break;
     case HP_CFA_PLT:
-        cfa = u->sp + 8 + ((u->pc & 15) >= (__u64)r->cfa_offset ? 8 : 0);
+        /* 8 more once the stub's push has run: at or past cfa_offset in the stub. */
+        cfa = u->sp + 8 +
+              ((u->pc & (HP_PLT_STUB_BYTES - 1)) >= (__u64)r->cfa_offset ? 8 : 0);
         break;
     case HP_CFA_SIGNAL: {
         __u64 regs[3];

@@ -15,6 +15,11 @@
 #include <linux/types.h>
 #endif
 
+/* The size of a PLT stub: the PLT row's rule depends on where in its stub
+ * the pc is (the DWARF expression gcc and binutils emit for .plt says
+ * "rip & 15"). */
+#define HP_PLT_STUB_BYTES 16
+
 /* How the CFA (the caller's %rsp after return) is found. */
 enum hp_cfa_type {
     HP_CFA_NONE = 0,      /* no CFI covers this pc (a gap between FDEs) */

@@ -4,7 +4,7 @@
  * and what the daemon keeps there (targets to adopt, code ranges, unwind
  * tables). See bpf_state.h; loading and pinning are in bpf_state.c.
  *
- * Hash maps are walked with BPF_MAP_GET_NEXT_KEY in walk_keys(), the one
+ * Hash maps are walked with BPF_MAP_GET_NEXT_KEY in map_walk_keys(), the one
  * walk: when the key a walk stands on is deleted meanwhile (a free in the
  * target, a process forgotten), the kernel goes on from the first key of
  * that bucket's successor or restarts, so a walk may see a key twice or
@@ -22,16 +22,9 @@
 
 #include "array_grow.h"
 #include "heapprof.skel.h"
+#include "map_walk.h"
 
-/* The longest key of a map we walk (struct hp_live_key and friends are 16). */
-#define WALK_MAX_KEY 64
-
-/* Called with each key of a walk; nonzero stops the walk and is returned. */
-typedef int (*walk_fn)(int fd, const void *key, void *ctx);
-
-/* Calls fn(fd, key, ctx) for every key of hash map `fd`: 0, fn's nonzero
- * result, or -errno if the map could not be walked. */
-static int walk_keys(int fd, size_t key_size, walk_fn fn, void *ctx)
+int map_walk_keys(int fd, size_t key_size, walk_fn fn, void *ctx)
 {
     uint8_t cur[WALK_MAX_KEY], next[WALK_MAX_KEY];
     void *prev = NULL;
@@ -147,8 +140,8 @@ static int take_counts(int fd, const void *key, void *ctx)
 int bpf_state_read_counts(struct bpf_state *b, uint32_t tgid, struct stack_counts **out, size_t *n)
 {
     struct counts_vec cv = {.tgid = tgid};
-    int e = walk_keys(bpf_map__fd(b->skel->maps.counts), sizeof(struct hp_count_key), take_counts,
-                      &cv);
+    int e = map_walk_keys(bpf_map__fd(b->skel->maps.counts), sizeof(struct hp_count_key),
+                          take_counts, &cv);
     if (e) {
         free(cv.v);
         return e;
@@ -187,7 +180,8 @@ int bpf_state_read_live(struct bpf_state *b, uint32_t tgid, uint64_t before_ns,
                         struct stack_counts **out, size_t *n)
 {
     struct counts_vec cv = {.tgid = tgid, .before_ns = before_ns};
-    int e = walk_keys(bpf_map__fd(b->skel->maps.live), sizeof(struct hp_live_key), take_live, &cv);
+    int e = map_walk_keys(bpf_map__fd(b->skel->maps.live), sizeof(struct hp_live_key), take_live,
+                          &cv);
     if (e) {
         free(cv.v);
         return e;
@@ -242,8 +236,8 @@ int bpf_state_process_totals(struct bpf_state *b, const uint32_t *tgids, size_t 
 {
     struct totals t = {.tgids = tgids, .n = n, .out = out};
     memset(out, 0, n * sizeof(*out));
-    return walk_keys(bpf_map__fd(b->skel->maps.counts), sizeof(struct hp_count_key), add_to_total,
-                     &t);
+    return map_walk_keys(bpf_map__fd(b->skel->maps.counts), sizeof(struct hp_count_key),
+                         add_to_total, &t);
 }
 
 int bpf_state_read_stack(struct bpf_state *b, uint64_t id, struct hp_stack *st)
@@ -322,16 +316,17 @@ static int count_key(int fd, const void *key, void *ctx)
 int bpf_state_map_fill(struct bpf_state *b, struct map_fill *f)
 {
     memset(f, 0, sizeof(*f));
-    int e = walk_keys(bpf_map__fd(b->skel->maps.counts), sizeof(struct hp_count_key), count_key,
-                      &f->counts);
+    int e = map_walk_keys(bpf_map__fd(b->skel->maps.counts), sizeof(struct hp_count_key),
+                          count_key, &f->counts);
     if (e == 0)
-        e = walk_keys(bpf_map__fd(b->skel->maps.live), sizeof(struct hp_live_key), count_key,
-                      &f->live);
+        e = map_walk_keys(bpf_map__fd(b->skel->maps.live), sizeof(struct hp_live_key), count_key,
+                          &f->live);
     if (e == 0)
-        e = walk_keys(bpf_map__fd(b->skel->maps.stacks), sizeof(uint64_t), count_key, &f->stacks);
+        e = map_walk_keys(bpf_map__fd(b->skel->maps.stacks), sizeof(uint64_t), count_key,
+                          &f->stacks);
     if (e == 0)
-        e = walk_keys(bpf_map__fd(b->skel->maps.pending), sizeof(struct hp_pending_key),
-                      count_key, &f->pending);
+        e = map_walk_keys(bpf_map__fd(b->skel->maps.pending), sizeof(struct hp_pending_key),
+                          count_key, &f->pending);
     return e;
 }
 
@@ -368,27 +363,36 @@ static int gather_key(int fd, const void *key, void *ctx)
     return 0;
 }
 
-/* Deletes the keys of process `tgid` from hash map `fd`; -errno of the walk. */
-static int delete_process_keys(int fd, size_t key_size, uint32_t tgid, bool tgid_in_high_half)
+/* Deletes the keys of process `tgid` from hash map `fd`, adding how many
+ * to *deleted; -errno of the walk. */
+static int delete_process_keys(int fd, size_t key_size, uint32_t tgid, bool tgid_in_high_half,
+                               size_t *deleted)
 {
     struct doomed_keys d = {
         .key_size = key_size, .tgid = tgid, .tgid_in_high_half = tgid_in_high_half};
-    int e = walk_keys(fd, key_size, gather_key, &d);
+    int e = map_walk_keys(fd, key_size, gather_key, &d);
     /* What was gathered goes even if the walk stopped early. */
     for (size_t i = 0; i < d.n; i++)
-        bpf_map_delete_elem(fd, d.keys + i * key_size);
+        *deleted += bpf_map_delete_elem(fd, d.keys + i * key_size) == 0;
     free(d.keys);
     return e;
 }
 
 int bpf_state_forget_process(struct bpf_state *b, uint32_t tgid)
 {
+    size_t live = 0, rows = 0, pending = 0;
     int e = delete_process_keys(bpf_map__fd(b->skel->maps.live), sizeof(struct hp_live_key),
-                                tgid, false);
+                                tgid, false, &live);
     int e2 = delete_process_keys(bpf_map__fd(b->skel->maps.counts), sizeof(struct hp_count_key),
-                                 tgid, false);
+                                 tgid, false, &rows);
     int e3 = delete_process_keys(bpf_map__fd(b->skel->maps.pending),
-                                 sizeof(struct hp_pending_key), tgid, true);
+                                 sizeof(struct hp_pending_key), tgid, true, &pending);
+    bpf_map_delete_elem(bpf_map__fd(b->skel->maps.shares), &tgid);
+    /* Stacks are named only by count rows and calls in flight: with the
+     * process's rows gone, the stacks only it named are garbage. A prune
+     * that fails leaves them to the next one. */
+    if (rows)
+        bpf_state_prune_stacks(b, NULL);
     return e ? e : e2 ? e2 : e3;
 }
 
@@ -414,6 +418,8 @@ const char *bpf_state_stat_name(enum hp_stat s)
         [HP_STAT_UNWIND_NOT_CODE] = "unwind_stopped_return_outside_code",
         [HP_STAT_UNWIND_MM_BUSY] = "unwind_stopped_mm_busy",
         [HP_STAT_RETURNS_UNHIDDEN] = "return_addresses_unhidden",
+        [HP_STAT_SHARE_STACKS] = "samples_dropped_process_stack_share",
+        [HP_STAT_SHARE_LIVE] = "allocations_untracked_process_live_share",
     };
     return (unsigned)s < HP_STAT_COUNT ? names[s] : "unknown";
 }

@@ -27,6 +27,7 @@
 
 #include "heapprof.skel.h"
 #include "proc_info.h"
+#include "process_shares.h"
 #include "sampling_tables.h"
 #include "uprobe_link.h"
 
@@ -337,6 +338,7 @@ static int load_for(struct heapprof **out, uint64_t sample_interval, enum probe_
     skel->rodata->sample_interval = sample_interval;
     sampling_fill_log2_table((__u32 *)skel->rodata->log2_table);
     sampling_fill_weight_table((__u64 *)skel->rodata->weight_table);
+    process_shares_set_bounds(skel);
     /* Debian's libbpf knows neither attach type: the numbers go in as they are. */
     enum bpf_attach_type multi = (enum bpf_attach_type)HP_BPF_TRACE_UPROBE_MULTI;
     enum bpf_attach_type session = (enum bpf_attach_type)HP_BPF_TRACE_UPROBE_SESSION;
@@ -349,8 +351,8 @@ static int load_for(struct heapprof **out, uint64_t sample_interval, enum probe_
         bpf_program__set_expected_attach_type(skel->progs.hp_report, multi);
     }
     e = heapprof__load(skel);
-    if (e == 0 && pin_dir)
-        e = write_meta(skel, sample_interval);
+    if (e == 0 && pin_dir && (e = write_meta(skel, sample_interval)) == 0)
+        process_shares_count(skel); /* adopted maps; on failure, shares start at 0 */
     if (e) {
         heapprof__destroy(skel);
         return e;

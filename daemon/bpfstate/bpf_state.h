@@ -39,6 +39,7 @@ struct bpf_state {
     int pin_lock_fd; /* the pin directory, locked while we use it; -1: not pinned */
     bool refused;    /* load failed for the pin directory: the daemon must not start */
     char notice[512]; /* what loading did that the operator should know ("" if nothing) */
+    uint64_t stacks_pruned; /* stacks deleted by bpf_state_prune_stacks (atomic adds) */
 };
 
 /* Map sizes (0: the default of bpf/hp_limits.h), for tuning and for the
@@ -150,9 +151,21 @@ struct map_fill {
 };
 int bpf_state_map_fill(struct bpf_state *b, struct map_fill *f);
 
-/* Deletes every counts, live and pending entry of process `tgid`; -errno
- * if a map could not be walked (what was found is deleted even so). */
+/* Deletes every counts, live and pending entry of process `tgid` and its
+ * share record, then, if it had count rows, prunes the stacks (below);
+ * -errno if a map could not be walked (what was found is deleted even so). */
 int bpf_state_forget_process(struct bpf_state *b, uint32_t tgid);
+
+/*
+ * Deletes the stacks that no count row and no call in flight names (left
+ * by forgotten processes, or stored for a sample that was then dropped),
+ * and the share records of processes with neither; the number of stacks
+ * deleted into *pruned (may be NULL). A stack that a sample names between
+ * the walk and the deletion is stored again. Called by
+ * bpf_state_forget_process(); safe to call at any time, from any thread.
+ * 0 or -errno.
+ */
+int bpf_state_prune_stacks(struct bpf_state *b, size_t *pruned);
 
 /* The name of a statistic, for /metrics and profile comments. */
 const char *bpf_state_stat_name(enum hp_stat s);

@@ -238,6 +238,10 @@ static int write_bpf_metrics(struct daemon_ctx *ctx, struct strbuf *out)
         e = emit_metric(out, name, "counter", "Counted by the BPF programs, all processes.",
                         (unsigned long long)stats[i]);
     }
+    if (e == 0)
+        e = emit_metric(out, "stacks_pruned_total", "counter",
+                        "Stacks deleted because no count row named them any more.",
+                        __atomic_load_n(&ctx->bpf->stacks_pruned, __ATOMIC_RELAXED));
     struct map_fill f;
     if (e == 0)
         e = bpf_state_map_fill(ctx->bpf, &f);

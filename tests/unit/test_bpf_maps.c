@@ -3,22 +3,122 @@
  * (loaded here, as root, without pinning): a map that cannot be walked is
  * an error, never an empty map. The counts map's descriptor is replaced by
  * one of /dev/null, which BPF_MAP_GET_NEXT_KEY refuses; the readers used
- * to stop their walk there and answer 0 as if the map were empty.
+ * to stop their walk there and answer 0 as if the map were empty. Also the
+ * daemon's half of the per-process shares: stacks that nothing names are
+ * pruned, and the shares of adopted maps are counted again.
  */
 #include "bpf_state.h"
 #include "check.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
 #include "heapprof.skel.h"
+#include "process_shares.h"
 
 /* The loaded object the tests read. */
 static struct bpf_state bpf;
+
+/* Two processes the tests make entries for (no such processes need exist). */
+#define TGID_A 4000001u
+#define TGID_B 4000002u
+
+/* Stores a one-frame stack under `id`. */
+static void put_stack(uint64_t id)
+{
+    struct hp_stack st = {.len = 1, .frames = {id * 16}};
+    CHECK_INT_EQ(bpf_map_update_elem(bpf_map__fd(bpf.skel->maps.stacks), &id, &st, BPF_ANY), 0);
+}
+
+static bool has_stack(uint64_t id)
+{
+    struct hp_stack st;
+    return bpf_state_read_stack(&bpf, id, &st) == 0;
+}
+
+/* A count row of process `tgid` for stack `id`. */
+static void put_row(uint32_t tgid, uint64_t id)
+{
+    struct hp_count_key k = {.tgid = tgid, .stack_id = id};
+    struct hp_counts c = {.alloc_objects = 1};
+    CHECK_INT_EQ(bpf_map_update_elem(bpf_map__fd(bpf.skel->maps.counts), &k, &c, BPF_ANY), 0);
+}
+
+static void put_live(uint32_t tgid, uint64_t ptr, uint64_t id)
+{
+    struct hp_live_key k = {.tgid = tgid, .ptr = ptr};
+    struct hp_live l = {.stack_id = id, .size = 1};
+    CHECK_INT_EQ(bpf_map_update_elem(bpf_map__fd(bpf.skel->maps.live), &k, &l, BPF_ANY), 0);
+}
+
+static bool get_share(uint32_t tgid, struct hp_share *s)
+{
+    return bpf_map_lookup_elem(bpf_map__fd(bpf.skel->maps.shares), &tgid, s) == 0;
+}
+
+static void put_share(uint32_t tgid)
+{
+    struct hp_share s = {.stacks = 1};
+    CHECK_INT_EQ(bpf_map_update_elem(bpf_map__fd(bpf.skel->maps.shares), &tgid, &s, BPF_ANY), 0);
+}
+
+/* Stacks named by a count row or a call in flight stay; the others go, and
+ * so do the shares of processes with neither. Forgetting a process takes
+ * its rows, its calls, its share and then the stacks only it named. */
+static void stacks_nothing_names_are_pruned(void)
+{
+    for (uint64_t id = 1; id <= 4; id++)
+        put_stack(id);
+    put_row(TGID_A, 1);
+    struct hp_pending_key pk = {.pid_tgid = (uint64_t)TGID_A << 32 | 7, .sp = 0x1000};
+    struct hp_pending p = {.stack_id = 2, .size = 1};
+    CHECK_INT_EQ(bpf_map_update_elem(bpf_map__fd(bpf.skel->maps.pending), &pk, &p, BPF_ANY), 0);
+    put_share(TGID_A);
+    put_share(TGID_B);
+
+    size_t pruned = 0;
+    CHECK_INT_EQ(bpf_state_prune_stacks(&bpf, &pruned), 0);
+    CHECK_INT_EQ(pruned, 2);
+    CHECK(has_stack(1) && has_stack(2));
+    CHECK(!has_stack(3) && !has_stack(4));
+    struct hp_share s;
+    CHECK(get_share(TGID_A, &s));
+    CHECK(!get_share(TGID_B, &s));
+
+    CHECK_INT_EQ(bpf_state_forget_process(&bpf, TGID_A), 0);
+    CHECK(!has_stack(1) && !has_stack(2));
+    CHECK(!get_share(TGID_A, &s));
+    struct map_fill f;
+    CHECK_INT_EQ(bpf_state_map_fill(&bpf, &f), 0);
+    CHECK_INT_EQ(f.stacks + f.counts + f.pending, 0);
+}
+
+/* The shares map is not pinned: counted again from adopted counts and live
+ * maps, each process gets its rows and live entries. */
+static void shares_are_counted_from_the_maps(void)
+{
+    put_row(TGID_A, 1);
+    put_row(TGID_A, 2);
+    put_row(TGID_B, 1);
+    for (uint64_t ptr = 1; ptr <= 3; ptr++)
+        put_live(TGID_A, ptr * 64, 1);
+    CHECK_INT_EQ(process_shares_count(bpf.skel), 0);
+    struct hp_share a = {0}, b = {0};
+    CHECK(get_share(TGID_A, &a) && get_share(TGID_B, &b));
+    CHECK_INT_EQ(a.rows, 2);
+    CHECK_INT_EQ(a.live, 3);
+    CHECK_INT_EQ(b.rows, 1);
+    CHECK_INT_EQ(b.live, 0);
+    CHECK_INT_EQ(bpf_state_forget_process(&bpf, TGID_A), 0);
+    CHECK_INT_EQ(bpf_state_forget_process(&bpf, TGID_B), 0);
+    CHECK(!get_share(TGID_A, &a) && !get_share(TGID_B, &b));
+}
 
 static void walks_that_fail_are_errors_not_empty_maps(void)
 {
@@ -55,7 +155,9 @@ int main(void)
         fprintf(stderr, "load the BPF programs: %s\n", err);
         return 1;
     }
-    RUN_TEST(walks_that_fail_are_errors_not_empty_maps);
+    RUN_TEST(stacks_nothing_names_are_pruned);
+    RUN_TEST(shares_are_counted_from_the_maps);
+    RUN_TEST(walks_that_fail_are_errors_not_empty_maps); /* last: it breaks the counts map */
     bpf_state_close(&bpf);
     return check_exit_code();
 }

@@ -1,0 +1,22 @@
+/*
+ * process_shares.h - the per-process bound on the shared maps, as the
+ * loader sets it up (bpf_state.c): the bounds put into the programs'
+ * read-only data, and the shares of adopted maps counted. Pruning, which
+ * the rest of the daemon calls, is declared in bpf_state.h.
+ */
+#ifndef HEAPPROF_PROCESS_SHARES_H
+#define HEAPPROF_PROCESS_SHARES_H
+
+struct heapprof; /* the skeleton */
+
+/* Sets the share of each map (hp_process_share of the size the map got)
+ * in the programs' read-only data; before load. */
+void process_shares_set_bounds(struct heapprof *skel);
+
+/* Counts what each process holds of the counts and live maps into the
+ * shares map, which is not pinned: after load, when pinned maps were
+ * adopted (no program runs on them yet), so that their processes' shares
+ * start where they are. 0 or -errno. */
+int process_shares_count(struct heapprof *skel);
+
+#endif
