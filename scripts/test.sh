@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # test.sh - installs what is missing, builds everything, and runs every test,
 # in three build trees:
-#   build       the normal build: unit tests (plain and under ASan/UBSan),
-#               integration tests against the real kernel, the benchmark's
-#               smoke run;
+#   build       the normal build: unit tests, every integration test against
+#               the real kernel (each probe layout and sampler variant), the
+#               package's tests, the benchmark's smoke run;
 #   build-asan  all but the workloads and benchmark under ASan+UBSan
-#               (HEAPPROF_SANITIZE=ON): the unit tests, and the integration
-#               tests with the daemon itself sanitized, leaks checked at exit;
+#               (HEAPPROF_SANITIZE=ON): every unit test, and the integration
+#               tests chosen in tests/integration/CMakeLists.txt
+#               (HEAPPROF_SANITIZED_TESTS) with the daemon itself sanitized,
+#               leaks checked at exit;
 #   build-fuzz  clang with libFuzzer (HEAPPROF_FUZZ=ON): a bounded smoke run
 #               of each fuzz target over its seed corpus (ctest -R fuzz).
 # Every tree is configured, built and tested even if an earlier one failed at
@@ -14,13 +16,18 @@
 # line names each tree and step that failed. A failed configure prints its
 # whole output. ctest runs with --no-tests=error: a tree whose tests vanished
 # (a filter that matches nothing, a CMakeLists that adds none) fails.
-# About 6-8 minutes on 2 cores from a fresh tree (apt and three builds included).
+# Tests run in parallel (ctest -j, twice the cores: most of their time is
+# spent waiting on processes and the kernel), except those marked RUN_SERIAL.
+# At the end it prints the ten slowest tests of all trees.
+# Time from a fresh clone on 2 shared cores, dependencies installed:
+# TIME_MEASURED (three builds and all tests).
 # Needs root: the tests load BPF.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
 jobs="$(nproc)"
 failed=()
+start=$SECONDS
 
 # The sanitizers' settings for build-asan; ctest hands them to the tests, and
 # the integration tests to the daemon. Leaks are reported when the daemon
@@ -47,21 +54,49 @@ run_tree() {
         failed+=("$tree(build)")
         return
     fi
+    # The JUnit file gives each test's time to slowest_tests below.
+    rm -f "$tree/ctest-junit.xml"
     if ! (cd "$tree" && ctest --output-on-failure --no-tests=error --timeout 300 \
-        ${tests:+-R "$tests"}); then
+        -j"$((2 * jobs))" --output-junit ctest-junit.xml ${tests:+-R "$tests"}); then
         failed+=("$tree(tests)")
     fi
 }
 
 echo "=== build: normal build, all tests"
-run_tree build "" ""
+# build-asan runs the unit tests sanitized: no _asan copies here.
+run_tree build "" "" -DHEAPPROF_UNIT_ASAN=OFF
 
-echo "=== build-asan: daemon and tests under ASan+UBSan, unit and integration tests"
+echo "=== build-asan: daemon and tests under ASan+UBSan, unit and some integration tests"
 run_tree build-asan "" '^(unit|integration)\.' -DHEAPPROF_SANITIZE=ON
 
 echo "=== build-fuzz: libFuzzer smoke runs"
 CC=clang run_tree build-fuzz heapprof_fuzz '^fuzz\.' -DHEAPPROF_FUZZ=ON
 
+# slowest_tests N TREE...: the N slowest tests of the trees' JUnit files.
+slowest_tests() {
+    local n=$1
+    shift
+    python3 - "$n" "$@" <<'PY'
+import sys
+import xml.etree.ElementTree as ET
+n, trees = int(sys.argv[1]), sys.argv[2:]
+times = []
+for tree in trees:
+    try:
+        root = ET.parse(f"{tree}/ctest-junit.xml").getroot()
+    except (OSError, ET.ParseError):
+        continue
+    for case in root.iter("testcase"):
+        times.append((float(case.get("time", 0)), tree, case.get("name")))
+for seconds, tree, name in sorted(times, reverse=True)[:n]:
+    print(f"  {seconds:7.1f} s  {tree}: {name}")
+PY
+}
+
+echo "=== the ten slowest tests"
+slowest_tests 10 build build-asan build-fuzz || true
+elapsed=$((SECONDS - start))
+echo "=== total: $((elapsed / 60))m$((elapsed % 60))s"
 if ((${#failed[@]})); then
     echo "FAILED in: ${failed[*]}"
     exit 1
