@@ -170,14 +170,14 @@ static void entries_of_relocate(const char *lib)
 
 int main(void)
 {
-    plain_prologue_moves_whole_instructions();
-    short_conditional_jump_becomes_long();
-    rip_relative_operand_keeps_its_target();
-    unsafe_prologues_are_refused();
-    relocated_code_runs_like_the_original();
-    entries_of_relocate(LIBDIR "libc.so.6");
-    entries_of_relocate(LIBDIR "libjemalloc.so.2");
-    entries_of_relocate(LIBDIR "libtcmalloc_minimal.so.4");
-    entries_of_relocate(LIBDIR "libmimalloc.so.2");
+    RUN_TEST(plain_prologue_moves_whole_instructions);
+    RUN_TEST(short_conditional_jump_becomes_long);
+    RUN_TEST(rip_relative_operand_keeps_its_target);
+    RUN_TEST(unsafe_prologues_are_refused);
+    RUN_TEST(relocated_code_runs_like_the_original);
+    RUN_TEST_WITH(entries_of_relocate, LIBDIR "libc.so.6");
+    RUN_TEST_WITH(entries_of_relocate, LIBDIR "libjemalloc.so.2");
+    RUN_TEST_WITH(entries_of_relocate, LIBDIR "libtcmalloc_minimal.so.4");
+    RUN_TEST_WITH(entries_of_relocate, LIBDIR "libmimalloc.so.2");
     return check_exit_code();
 }
