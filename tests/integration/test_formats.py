@@ -21,7 +21,7 @@ DECODER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "web", 
 
 
 class Shared:
-    """The daemon and exact.c (attached, run once) that the tests share: h.run's `around`."""
+    """The daemon and exact.c (attached, run once) that the tests share (setUpModule)."""
 
     d = None
     w = None
