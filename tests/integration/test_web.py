@@ -2,7 +2,6 @@
 playwright-core (tests/web/browser.cjs), opens the index of a running
 daemon, clicks through to exact.c's page and reads the flame graph's frames
 from the DOM: the workload's function names must be there, in each view
-import unittest
 (in-use bytes, allocated objects, the leak view, an empty delta, the
 icicle). Screenshots of the index and the process page are saved in the
 build folder's artifacts/. Also: the page's files are served from the
@@ -13,6 +12,7 @@ import json
 import os
 import subprocess
 import tempfile
+import unittest
 
 import heapprof_harness as h
 
