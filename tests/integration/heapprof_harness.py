@@ -1,8 +1,9 @@
 """Helpers for the integration tests: run heapprofd and the test workloads,
-fetch its HTTP endpoints, and a small runner that reports `N passed, N
-failed`. The tests reach everything through this module; beside it,
-harness_checks.py (assertions, waits with a deadline), pprof_raw.py
-(profiles read by `go tool pprof`) and prometheus_text.py (/metrics).
+and fetch its HTTP endpoints. The tests reach everything through this
+module; beside it, harness_checks.py (assertions, waits with a deadline),
+pprof_raw.py (profiles read by `go tool pprof`), prometheus_text.py
+(/metrics) and harness_runner.py (main(): runs a file's tests and reports
+`N passed, N failed`).
 
 Environment (set by tests/integration/CMakeLists.txt):
   HEAPPROFD  path of the heapprofd binary
