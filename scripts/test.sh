@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # test.sh - installs what is missing, builds everything, and runs every test,
 # in three build trees:
-#   build       the normal build: unit tests (plain and under ASan/UBSan),
-#               integration tests against the real kernel, the benchmark's
-#               smoke run;
+#   build       the normal build: unit tests, every integration test against
+#               the real kernel (each probe layout and sampler variant), the
+#               package's tests, the benchmark's smoke run;
 #   build-asan  all but the workloads and benchmark under ASan+UBSan
-#               (HEAPPROF_SANITIZE=ON): the unit tests, and the integration
-#               tests with the daemon itself sanitized, leaks checked at exit;
+#               (HEAPPROF_SANITIZE=ON): every unit test, and the integration
+#               tests chosen in tests/integration/CMakeLists.txt
+#               (HEAPPROF_SANITIZED_TESTS) with the daemon itself sanitized,
+#               leaks checked at exit;
 #   build-fuzz  clang with libFuzzer (HEAPPROF_FUZZ=ON): a bounded smoke run
 #               of each fuzz target over its seed corpus (ctest -R fuzz).
 # Every tree is configured, built and tested even if an earlier one failed at
@@ -14,13 +16,25 @@
 # line names each tree and step that failed. A failed configure prints its
 # whole output. ctest runs with --no-tests=error: a tree whose tests vanished
 # (a filter that matches nothing, a CMakeLists that adds none) fails.
-# About 6-8 minutes on 2 cores from a fresh tree (apt and three builds included).
+# The normal tree is built first; while its tests run (two per core: most of
+# their time is spent waiting on processes and the kernel), build-asan and
+# build-fuzz are built and tested in the background, their output printed
+# once they are done. Then the tests labelled serial (RUN_SERIAL: they time
+# something) run alone. At the end: the ten slowest tests of all trees, and
+# the total time.
+# Time from a fresh clone on 2 cores shared with other work, dependencies
+# installed (npm ci and three builds included): 7m53s (1-minute load 2-12,
+# median 7); 8m46s at load 3-26 (median 15) with integration.inprocess
+# beside the others. The same tests run one by one took 16 minutes for the
+# normal tree alone. The slowest, from the 7m53s run: inprocess 87 s, access
+# 65 s (72 s under ASan), runtimes 52 s, diagnostics 51 s (57 s under ASan).
 # Needs root: the tests load BPF.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
 jobs="$(nproc)"
 failed=()
+start=$SECONDS
 
 # The sanitizers' settings for build-asan; ctest hands them to the tests, and
 # the integration tests to the daemon. Leaks are reported when the daemon
@@ -28,40 +42,110 @@ failed=()
 export ASAN_OPTIONS="detect_leaks=1:abort_on_error=0"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
 
-# run_tree TREE TARGET TESTS CMAKE-ARGS...: configures TREE with CMAKE-ARGS,
-# builds TARGET ("" for all) and runs the ctest tests matching the regex
-# TESTS ("" for all). A failed step is added to `failed` and ends this tree
-# only; its output stays in the log.
-run_tree() {
-    local tree=$1 target=$2 tests=$3 out
-    shift 3
+# build_tree TREE TARGET CMAKE-ARGS...: configures TREE with CMAKE-ARGS and
+# builds TARGET ("" for all). A failed step is added to `failed` (and to
+# $failed_file, for a caller in a subshell) and returns 1; its output stays
+# in the log.
+build_tree() {
+    local tree=$1 target=$2 out
+    shift 2
+    rm -f "$tree"/ctest-junit-*.xml
     if ! out=$(cmake -B "$tree" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHEAPPROF_WERROR=ON "$@" 2>&1)
     then
         printf '%s\n' "$out"
         echo "=== $tree: configure FAILED"
-        failed+=("$tree(configure)")
-        return
+        note_failed "$tree(configure)"
+        return 1
     fi
     if ! cmake --build "$tree" -j"$jobs" ${target:+--target "$target"}; then
         echo "=== $tree: build FAILED"
-        failed+=("$tree(build)")
-        return
-    fi
-    if ! (cd "$tree" && ctest --output-on-failure --no-tests=error --timeout 300 \
-        ${tests:+-R "$tests"}); then
-        failed+=("$tree(tests)")
+        note_failed "$tree(build)"
+        return 1
     fi
 }
 
-echo "=== build: normal build, all tests"
-run_tree build "" ""
+# test_tree TREE NAME CTEST-ARGS...: runs ctest in TREE with CTEST-ARGS
+# (which select the tests), NAME naming this run's JUnit file, which gives
+# each test's time to slowest_tests below.
+test_tree() {
+    local tree=$1 name=$2
+    shift 2
+    rm -f "$tree/ctest-junit-$name.xml"
+    if ! (cd "$tree" && ctest --output-on-failure --no-tests=error --timeout 300 \
+        --output-junit "ctest-junit-$name.xml" "$@"); then
+        note_failed "$tree(tests $name)"
+    fi
+}
 
-echo "=== build-asan: daemon and tests under ASan+UBSan, unit and integration tests"
-run_tree build-asan "" '^(unit|integration)\.' -DHEAPPROF_SANITIZE=ON
+failed_file=$(mktemp)
+trap 'rm -f "$failed_file"' EXIT
+note_failed() {
+    failed+=("$1")
+    echo "$1" >>"$failed_file"
+}
 
-echo "=== build-fuzz: libFuzzer smoke runs"
-CC=clang run_tree build-fuzz heapprof_fuzz '^fuzz\.' -DHEAPPROF_FUZZ=ON
+# The normal tree's tests that may run beside others (all but those labelled
+# serial, which time something) take most of the time, mostly waiting on
+# processes and the kernel: build-asan and build-fuzz are built and tested
+# meanwhile, in the background, their output kept for after. Then the
+# serial tests run alone. Tests run two per core.
+echo "=== build: normal build"
+# build-asan runs the unit tests sanitized: no _asan copies here.
+build_ok=0
+build_tree build "" -DHEAPPROF_UNIT_ASAN=OFF && build_ok=1
 
+others_log=$(mktemp)
+(
+    echo "=== build-asan: daemon and tests under ASan+UBSan, unit and some integration tests"
+    build_tree build-asan "" -DHEAPPROF_SANITIZE=ON &&
+        test_tree build-asan all -j"$jobs" -R '^(unit|integration)\.'
+    echo "=== build-fuzz: libFuzzer smoke runs"
+    CC=clang build_tree build-fuzz heapprof_fuzz -DHEAPPROF_FUZZ=ON &&
+        test_tree build-fuzz all -j"$jobs" -R '^fuzz\.'
+) >"$others_log" 2>&1 &
+others=$!
+
+if ((build_ok)); then
+    echo "=== build: all tests but the serial ones (build-asan and build-fuzz meanwhile)"
+    test_tree build parallel -j"$((2 * jobs))" -LE serial
+fi
+wait "$others" || true
+cat "$others_log"
+rm -f "$others_log"
+if ((build_ok)); then
+    echo "=== build: the serial tests, alone"
+    # -FS: the .deb that package.install needs was made in the run above.
+    test_tree build serial -L serial -FS heapprofd_deb
+fi
+mapfile -t failed <"$failed_file"
+
+# slowest_tests N TREE...: the N slowest tests of the trees' JUnit files.
+slowest_tests() {
+    local n=$1
+    shift
+    python3 - "$n" "$@" <<'PY'
+import glob
+import sys
+import xml.etree.ElementTree as ET
+n, trees = int(sys.argv[1]), sys.argv[2:]
+times = []
+for tree in trees:
+    for path in glob.glob(f"{tree}/ctest-junit-*.xml"):
+        try:
+            root = ET.parse(path).getroot()
+        except ET.ParseError:
+            continue
+        for case in root.iter("testcase"):
+            times.append((float(case.get("time", 0)), tree, case.get("name")))
+for seconds, tree, name in sorted(times, reverse=True)[:n]:
+    print(f"  {seconds:7.1f} s  {tree}: {name}")
+PY
+}
+
+echo "=== the ten slowest tests"
+slowest_tests 10 build build-asan build-fuzz || true
+elapsed=$((SECONDS - start))
+echo "=== total: $((elapsed / 60))m$((elapsed % 60))s"
 if ((${#failed[@]})); then
     echo "FAILED in: ${failed[*]}"
     exit 1

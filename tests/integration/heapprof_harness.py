@@ -1,8 +1,9 @@
 """Helpers for the integration tests: run heapprofd and the test workloads,
-fetch its HTTP endpoints, and a small runner that reports `N passed, N
-failed`. The tests reach everything through this module; beside it,
-harness_checks.py (assertions, waits with a deadline), pprof_raw.py
-(profiles read by `go tool pprof`) and prometheus_text.py (/metrics).
+and fetch its HTTP endpoints. The tests reach everything through this
+module; beside it, harness_checks.py (assertions, waits with a deadline),
+pprof_raw.py (profiles read by `go tool pprof`), prometheus_text.py
+(/metrics) and harness_runner.py (main(): runs a file's tests and reports
+`N passed, N failed`).
 
 Environment (set by tests/integration/CMakeLists.txt):
   HEAPPROFD  path of the heapprofd binary
@@ -11,6 +12,41 @@ Environment (set by tests/integration/CMakeLists.txt):
   CI         "true" on CI. These tests never skip: a missing BPF, a daemon
              that does not start or a missing `go` is a failure, with the
              reason, in CI and outside it alike.
+
+How a test file is written (unittest, run by main() in harness_runner.py):
+
+    import unittest
+    import heapprof_harness as h
+
+    def setUpModule():              # a daemon the file's tests share, if any
+        global D
+        D = unittest.enterModuleContext(h.Daemon("--sample-interval", "1"))
+
+    class ExactTest(unittest.TestCase):
+        # What the tests of this class share, made once in setUpClass.
+
+        @classmethod
+        def setUpClass(cls):        # replaces h.Once: computed once per class
+            cls.profile = profile_exact()
+
+        def test_every_entry_point_is_counted_exactly(self):
+            h.check_equal(totals(self.profile), EXPECTED, "totals")
+
+    if __name__ == "__main__":
+        h.main()
+
+- Tests are methods test_* of unittest.TestCase classes; main() runs them
+  in the order the file defines them. There is no list of tests to keep.
+- Shared state goes in setUpModule/setUpClass, and context managers (a
+  Daemon, a Workload) are entered with unittest.enterModuleContext or
+  cls.enterClassContext, so they are left (the daemon stopped, and its death
+  or a sanitizer report turned into a failure) after the last test. A
+  fixture that fails is one FAIL line; the tests that need it do not run.
+  Put the tests that share a costly fixture in a class of their own, so the
+  others run if it fails.
+- Checks stay h.check and h.check_equal (a Failure is an AssertionError:
+  unittest counts it as a failure and main() prints its message alone);
+  self.assert* works as well.
 """
 
 import contextlib
@@ -21,11 +57,9 @@ import re
 import signal
 import socket
 import subprocess
-import sys
 import tempfile
 import threading
 import time
-import traceback
 import urllib.error
 import urllib.request
 
@@ -37,6 +71,8 @@ from pprof_raw import (SAMPLE_TYPES, Line, Location, Mapping, Profile, Sample,  
                        check_heap_shape, decode, describe, parse_raw, pprof, totals_by_leaf,
                        traces)
 from prometheus_text import Metrics, parse_metrics  # noqa: F401
+# The runner: main() runs a file's unittest tests; run() and Once are deprecated.
+from harness_runner import Once, main, run  # noqa: F401
 
 HEAPPROFD = os.environ.get("HEAPPROFD", "")
 WORKLOADS = os.environ.get("WORKLOADS", "")
@@ -640,76 +676,3 @@ def nonexistent_pid():
         if not os.path.exists(f"/proc/{pid}"):
             return pid
     raise Failure("no free pid found")
-
-
-# --- Runner ------------------------------------------------------------------
-
-def run(tests, around=None):
-    """Runs each test function, prints PASS/FAIL lines and `N passed, N failed`,
-    and exits with 1 if any failed.
-
-    around, if given, is a function returning a context manager (a Daemon, a
-    workload) that every test shares: if entering it fails, each test fails
-    with that reason; if leaving it fails (the daemon died), that is one more
-    failure.
-    """
-    passed = failed = 0
-    context = None
-    setup_error = None
-    if around is not None:
-        try:
-            context = around()
-            context.__enter__()
-        except Exception as e:
-            context = None
-            setup_error = e if isinstance(e, Failure) else Failure(traceback.format_exc())
-    for test in tests:
-        name = test.__name__
-        start = time.monotonic()
-        try:
-            if setup_error is not None:
-                raise Failure(f"(setup) {setup_error}")
-            test()
-        except Failure as e:
-            failed += 1
-            print(f"FAIL {name} ({time.monotonic() - start:.1f} s): {e}", flush=True)
-        except Exception:  # a broken test or harness: show where
-            failed += 1
-            print(f"FAIL {name} ({time.monotonic() - start:.1f} s): "
-                  f"{traceback.format_exc()}", flush=True)
-        else:
-            passed += 1
-            print(f"PASS {name} ({time.monotonic() - start:.1f} s)", flush=True)
-    if context is not None:
-        try:
-            context.__exit__(None, None, None)
-        except Exception as e:
-            failed += 1
-            print(f"FAIL teardown: {e}", flush=True)
-    print(f"{passed} passed, {failed} failed", flush=True)
-    sys.exit(1 if failed else 0)
-
-
-class Once:
-    """A fixture computed at first use and shared by the tests of a file; if
-    computing it failed, every later use fails with the same error."""
-
-    def __init__(self, make):
-        self._make = make
-        self._done = False
-        self._value = None
-        self._error = None
-
-    def __call__(self):
-        if not self._done:
-            self._done = True
-            try:
-                self._value = self._make()
-            except Failure as e:
-                self._error = e
-            except Exception:
-                self._error = Failure(f"fixture {self._make.__name__} failed:\n"
-                                      f"{traceback.format_exc()}")
-        if self._error is not None:
-            raise Failure(f"(fixture {self._make.__name__}) {self._error}")
-        return self._value

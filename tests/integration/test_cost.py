@@ -18,6 +18,7 @@ import shutil
 import statistics
 import subprocess
 import tempfile
+import unittest
 
 import heapprof_harness as h
 
@@ -104,27 +105,6 @@ def hits_per_pair(d):
     return 2 if m.group(1) == "session" else 3
 
 
-def test_probe_hits_are_counted_per_target():
-    with h.Daemon() as d, h.Workload("exits", 60000) as w:
-        d.profile(f"/debug/pprof/heap?pid={w.pid}")
-        w.go()
-        labels = (("pid", str(w.pid)), ("comm", "exits"))
-        key = ("heapprofd_target_probe_hits_total", labels)
-        d.wait_until(lambda: d.metrics().labelled.get(key, 0) > 0, 10,
-                     "probe hits of the exits workload")
-        h.check(d.index_entry(w.pid)["probe_hits"] > 0, "probe_hits in the index")
-        per_pair = hits_per_pair(d)
-        calibrated(d)
-        _, pid = bench(d)
-        hits, _ = kept_cost(d, pid)
-        h.check(per_pair * PAIRS <= hits <= per_pair * PAIRS + EXTRA_HITS,
-                f"malloc_bench's {PAIRS} pairs counted {hits} probe hits, expected "
-                f"{per_pair} a pair (+ at most {EXTRA_HITS})")
-        # The other target's hits are its own: an exits loop makes ~2000 a second.
-        h.check(d.metrics().labelled.get(key, 0) < hits,
-                "the exits workload's hits include malloc_bench's")
-
-
 def compare(sharers):
     """Median over RUNS of the estimated over the measured ns added per
     pair, each probed run against its own daemon's estimate (calibrated just
@@ -157,23 +137,39 @@ def compare(sharers):
     return ratio, detail
 
 
-def test_the_estimate_matches_the_measured_slowdown():
-    ratio, detail = compare(0)
-    h.check(1 / FACTOR <= ratio <= FACTOR,
-            f"the estimate is off by more than a factor {FACTOR}: {detail}")
-    print(f"cost estimate: {detail}", flush=True)
+class CostTest(unittest.TestCase):
+    def test_probe_hits_are_counted_per_target(self):
+        with h.Daemon() as d, h.Workload("exits", 60000) as w:
+            d.profile(f"/debug/pprof/heap?pid={w.pid}")
+            w.go()
+            labels = (("pid", str(w.pid)), ("comm", "exits"))
+            key = ("heapprofd_target_probe_hits_total", labels)
+            d.wait_until(lambda: d.metrics().labelled.get(key, 0) > 0, 10,
+                         "probe hits of the exits workload")
+            h.check(d.index_entry(w.pid)["probe_hits"] > 0, "probe_hits in the index")
+            per_pair = hits_per_pair(d)
+            calibrated(d)
+            _, pid = bench(d)
+            hits, _ = kept_cost(d, pid)
+            h.check(per_pair * PAIRS <= hits <= per_pair * PAIRS + EXTRA_HITS,
+                    f"malloc_bench's {PAIRS} pairs counted {hits} probe hits, expected "
+                    f"{per_pair} a pair (+ at most {EXTRA_HITS})")
+            # The other target's hits are its own: an exits loop makes ~2000 a second.
+            h.check(d.metrics().labelled.get(key, 0) < hits,
+                    "the exits workload's hits include malloc_bench's")
 
+    def test_the_estimate_matches_the_measured_slowdown(self):
+        ratio, detail = compare(0)
+        h.check(1 / FACTOR <= ratio <= FACTOR,
+                f"the estimate is off by more than a factor {FACTOR}: {detail}")
+        print(f"cost estimate: {detail}", flush=True)
 
-def test_the_estimate_counts_the_other_targets_of_the_same_library():
-    ratio, detail = compare(SHARERS)
-    h.check(1 / FACTOR <= ratio <= FACTOR,
-            f"the estimate is off by more than a factor {FACTOR}: {detail}")
-    print(f"cost estimate: {detail}", flush=True)
+    def test_the_estimate_counts_the_other_targets_of_the_same_library(self):
+        ratio, detail = compare(SHARERS)
+        h.check(1 / FACTOR <= ratio <= FACTOR,
+                f"the estimate is off by more than a factor {FACTOR}: {detail}")
+        print(f"cost estimate: {detail}", flush=True)
 
 
 if __name__ == "__main__":
-    h.run([
-        test_probe_hits_are_counted_per_target,
-        test_the_estimate_matches_the_measured_slowdown,
-        test_the_estimate_counts_the_other_targets_of_the_same_library,
-    ])
+    h.main()

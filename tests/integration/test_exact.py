@@ -13,6 +13,7 @@ hide return addresses on the stack."""
 import contextlib
 import os
 import re
+import unittest
 
 import heapprof_harness as h
 import perf_uretprobe
@@ -75,71 +76,6 @@ def profile_exact(env=None):
     return out
 
 
-glibc = h.Once(lambda: profile_exact())
-jemalloc = h.Once(lambda: profile_exact({"LD_PRELOAD": h.JEMALLOC}))
-
-
-def test_heap_profile_has_the_four_sample_types_and_the_period():
-    h.check_heap_shape(glibc()["heap_decoded"], 1, "heap profile")
-
-
-def test_every_allocator_entry_point_is_counted_exactly():
-    check_exact_totals(glibc()["heap_decoded"], "heap profile (glibc malloc)")
-
-
-def test_main_is_the_caller_of_each_allocating_function():
-    samples = [s for s in glibc()["heap_decoded"].samples if s.leaf() in EXPECTED]
-    h.check(samples, "no samples with a leaf from exact.c")
-    bad = [s for s in samples if len(s.frames) < 2 or s.frames[1] != "main"]
-    h.check(not bad, "samples whose second frame is not main:\n" + h.describe(bad))
-
-
-def test_pprof_top_and_traces_name_every_function():
-    heap = glibc()["heap"]
-    top = h.pprof(heap, "-top", "-nodefraction=0", "-sample_index=alloc_space")
-    tr = h.traces(heap, "-sample_index=alloc_space")
-    for fn in list(EXPECTED) + ["main"]:
-        h.check(re.search(rf"\b{fn}\b", top), f"go tool pprof -top does not name {fn}:\n{top}")
-        h.check(re.search(rf"\b{fn}\b", tr), f"go tool pprof -traces does not name {fn}:\n{tr}")
-
-
-def test_heap_profile_defaults_to_inuse_space():
-    top = h.pprof(glibc()["heap"], "-top")
-    h.check(re.search(r"^Type: inuse_space$", top, re.M),
-            f"heap profile: -top header should say Type: inuse_space:\n{top[:400]}")
-
-
-def test_allocs_profile_has_the_same_totals():
-    p = glibc()["allocs_decoded"]
-    h.check_heap_shape(p, 1, "allocs profile")
-    check_exact_totals(p, "allocs profile")
-
-
-def test_allocs_profile_defaults_to_alloc_space():
-    p = glibc()["allocs_decoded"]
-    h.check_equal(p.default_type, "alloc_space",
-                  "allocs profile: default sample type ([dflt] in pprof -raw)")
-    top = h.pprof(glibc()["allocs"], "-top")
-    h.check(re.search(r"^Type: alloc_space$", top, re.M),
-            f"allocs profile: -top header should say Type: alloc_space:\n{top[:400]}")
-
-
-def test_debug_1_is_the_legacy_text_with_the_same_totals():
-    text = glibc()["debug1"]
-    h.check(text.startswith("heap profile:"),
-            f"debug=1 should start with 'heap profile:', got {text[:200]!r}")
-    # Go: heap profile: <inuse objs>: <inuse bytes> [<alloc objs>: <alloc bytes>] @ heap/<2R>
-    m = re.match(r"heap profile: (\d+): (\d+) \[(\d+): (\d+)\] @ heap/(\d+)", text)
-    h.check(m is not None, f"debug=1 header not in Go's form: {text.splitlines()[0]!r}")
-    inuse_n, inuse_b, alloc_n, alloc_b, rate = (int(x) for x in m.groups())
-    sums = [sum(s.values[i] for s in glibc()["heap_decoded"].samples) for i in range(4)]
-    h.check_equal([alloc_n, alloc_b, inuse_n, inuse_b], sums,
-                  "debug=1 header totals vs the proto profile's totals "
-                  "[alloc_objects, alloc_space, inuse_objects, inuse_space]")
-    # Go writes heap/<2*R> (a quirk kept from the C++ heap profiler); R is fine too.
-    h.check(rate in (1, 2), f"debug=1 header: heap/{rate}, expected heap/2 (Go's 2*R) or heap/1")
-
-
 # tailcalls.c: 8 threads x 3000 rounds of one call of each kind, freed at once:
 #   [alloc_objects, alloc_space, inuse_objects, inuse_space] per leaf.
 TAILCALL_CALLS = 8 * 3000
@@ -190,58 +126,112 @@ def check_tailcalls(profile, what):
             + h.describe(callers))
 
 
-def test_tail_calls_of_threads_switched_out_mid_call_are_counted_once_at_their_caller():
-    check_tailcalls(profile_tailcalls(), "tailcalls")
+class GlibcTest(unittest.TestCase):
+    """exact.c with glibc's allocator, profiled once for all these tests."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.glibc = profile_exact()
+
+    def test_heap_profile_has_the_four_sample_types_and_the_period(self):
+        h.check_heap_shape(self.glibc["heap_decoded"], 1, "heap profile")
+
+    def test_every_allocator_entry_point_is_counted_exactly(self):
+        check_exact_totals(self.glibc["heap_decoded"], "heap profile (glibc malloc)")
+
+    def test_main_is_the_caller_of_each_allocating_function(self):
+        samples = [s for s in self.glibc["heap_decoded"].samples if s.leaf() in EXPECTED]
+        h.check(samples, "no samples with a leaf from exact.c")
+        bad = [s for s in samples if len(s.frames) < 2 or s.frames[1] != "main"]
+        h.check(not bad, "samples whose second frame is not main:\n" + h.describe(bad))
+
+    def test_pprof_top_and_traces_name_every_function(self):
+        heap = self.glibc["heap"]
+        top = h.pprof(heap, "-top", "-nodefraction=0", "-sample_index=alloc_space")
+        tr = h.traces(heap, "-sample_index=alloc_space")
+        for fn in list(EXPECTED) + ["main"]:
+            h.check(re.search(rf"\b{fn}\b", top), f"go tool pprof -top does not name {fn}:\n{top}")
+            h.check(re.search(rf"\b{fn}\b", tr), f"go tool pprof -traces does not name {fn}:\n{tr}")
+
+    def test_heap_profile_defaults_to_inuse_space(self):
+        top = h.pprof(self.glibc["heap"], "-top")
+        h.check(re.search(r"^Type: inuse_space$", top, re.M),
+                f"heap profile: -top header should say Type: inuse_space:\n{top[:400]}")
+
+    def test_allocs_profile_has_the_same_totals(self):
+        p = self.glibc["allocs_decoded"]
+        h.check_heap_shape(p, 1, "allocs profile")
+        check_exact_totals(p, "allocs profile")
+
+    def test_allocs_profile_defaults_to_alloc_space(self):
+        p = self.glibc["allocs_decoded"]
+        h.check_equal(p.default_type, "alloc_space",
+                      "allocs profile: default sample type ([dflt] in pprof -raw)")
+        top = h.pprof(self.glibc["allocs"], "-top")
+        h.check(re.search(r"^Type: alloc_space$", top, re.M),
+                f"allocs profile: -top header should say Type: alloc_space:\n{top[:400]}")
+
+    def test_debug_1_is_the_legacy_text_with_the_same_totals(self):
+        text = self.glibc["debug1"]
+        h.check(text.startswith("heap profile:"),
+                f"debug=1 should start with 'heap profile:', got {text[:200]!r}")
+        # Go: heap profile: <inuse objs>: <inuse bytes> [<alloc objs>: <alloc bytes>] @ heap/<2R>
+        m = re.match(r"heap profile: (\d+): (\d+) \[(\d+): (\d+)\] @ heap/(\d+)", text)
+        h.check(m is not None, f"debug=1 header not in Go's form: {text.splitlines()[0]!r}")
+        inuse_n, inuse_b, alloc_n, alloc_b, rate = (int(x) for x in m.groups())
+        sums = [sum(s.values[i] for s in self.glibc["heap_decoded"].samples) for i in range(4)]
+        h.check_equal([alloc_n, alloc_b, inuse_n, inuse_b], sums,
+                      "debug=1 header totals vs the proto profile's totals "
+                      "[alloc_objects, alloc_space, inuse_objects, inuse_space]")
+        # Go writes heap/<2*R> (a quirk kept from the C++ heap profiler); R is fine too.
+        h.check(rate in (1, 2), f"debug=1 header: heap/{rate}, expected heap/2 (Go's 2*R) or heap/1")
 
 
-def test_another_tool_s_return_probes_hide_no_caller():
-    check_tailcalls(profile_tailcalls(other_tool=True),
-                    f"tailcalls with return probes on {OTHER_TOOL_URETPROBES} (perf events)")
+class TailcallsTest(unittest.TestCase):
+    """glibc's allocator entries that jump to one another, from threads."""
+
+    def test_tail_calls_of_threads_switched_out_mid_call_are_counted_once_at_their_caller(self):
+        check_tailcalls(profile_tailcalls(), "tailcalls")
+
+    def test_another_tool_s_return_probes_hide_no_caller(self):
+        check_tailcalls(profile_tailcalls(other_tool=True),
+                        f"tailcalls with return probes on {OTHER_TOOL_URETPROBES} (perf events)")
+
+    def test_each_continuation_is_known_on_the_unsampled_path_too(self):
+        """Nothing sampled (the largest interval): glibc's reallocarray jumps to
+        realloc once per call, and the probes must tell each of these entries
+        from a call of the program although their threads are switched out
+        between the two entries. A miss counts the resize twice down (harmless
+        to the estimates, waits being memoryless, but a sign that the record of
+        the first entry was lost) and would be recorded at a second sample."""
+        with h.Daemon("--sample-interval", "4294967296", "--sampler", "uprobe") as d, \
+                h.Workload("tailcalls", "resize") as w:
+            d.profile(f"/debug/pprof/allocs?pid={w.pid}")  # attaches
+            before = d.metric("heapprofd_nested_calls_total")
+            w.run()
+            after = d.metric("heapprofd_nested_calls_total")
+            w.finish()
+            d.check_alive()
+        h.check_equal(after - before, TAILCALL_CALLS,
+                      "heapprofd_nested_calls_total: continuations of reallocarray(p, 1, n) "
+                      "into realloc, one per call (8 threads x 3000, 4 more yielding the CPU)")
 
 
-def test_each_continuation_is_known_on_the_unsampled_path_too():
-    """Nothing sampled (the largest interval): glibc's reallocarray jumps to
-    realloc once per call, and the probes must tell each of these entries
-    from a call of the program although their threads are switched out
-    between the two entries. A miss counts the resize twice down (harmless
-    to the estimates, waits being memoryless, but a sign that the record of
-    the first entry was lost) and would be recorded at a second sample."""
-    with h.Daemon("--sample-interval", "4294967296", "--sampler", "uprobe") as d, \
-            h.Workload("tailcalls", "resize") as w:
-        d.profile(f"/debug/pprof/allocs?pid={w.pid}")  # attaches
-        before = d.metric("heapprofd_nested_calls_total")
-        w.run()
-        after = d.metric("heapprofd_nested_calls_total")
-        w.finish()
-        d.check_alive()
-    h.check_equal(after - before, TAILCALL_CALLS,
-                  "heapprofd_nested_calls_total: continuations of reallocarray(p, 1, n) "
-                  "into realloc, one per call (8 threads x 3000, 4 more yielding the CPU)")
+class JemallocTest(unittest.TestCase):
+    """exact.c with jemalloc preloaded, profiled once for these tests."""
 
+    @classmethod
+    def setUpClass(cls):
+        cls.jemalloc = profile_exact({"LD_PRELOAD": h.JEMALLOC})
 
-def test_jemalloc_is_mapped_in_the_preloaded_workload():
-    maps = jemalloc()["maps"]
-    h.check("libjemalloc.so" in maps,
-            f"LD_PRELOAD={h.JEMALLOC}: libjemalloc is not in /proc/PID/maps:\n{maps}")
+    def test_jemalloc_is_mapped_in_the_preloaded_workload(self):
+        maps = self.jemalloc["maps"]
+        h.check("libjemalloc.so" in maps,
+                f"LD_PRELOAD={h.JEMALLOC}: libjemalloc is not in /proc/PID/maps:\n{maps}")
 
-
-def test_every_allocator_entry_point_is_counted_exactly_with_jemalloc():
-    check_exact_totals(jemalloc()["heap_decoded"], "heap profile (jemalloc preloaded)")
+    def test_every_allocator_entry_point_is_counted_exactly_with_jemalloc(self):
+        check_exact_totals(self.jemalloc["heap_decoded"], "heap profile (jemalloc preloaded)")
 
 
 if __name__ == "__main__":
-    h.run([
-        test_heap_profile_has_the_four_sample_types_and_the_period,
-        test_every_allocator_entry_point_is_counted_exactly,
-        test_main_is_the_caller_of_each_allocating_function,
-        test_pprof_top_and_traces_name_every_function,
-        test_heap_profile_defaults_to_inuse_space,
-        test_allocs_profile_has_the_same_totals,
-        test_allocs_profile_defaults_to_alloc_space,
-        test_debug_1_is_the_legacy_text_with_the_same_totals,
-        test_tail_calls_of_threads_switched_out_mid_call_are_counted_once_at_their_caller,
-        test_another_tool_s_return_probes_hide_no_caller,
-        test_each_continuation_is_known_on_the_unsampled_path_too,
-        test_jemalloc_is_mapped_in_the_preloaded_workload,
-        test_every_allocator_entry_point_is_counted_exactly_with_jemalloc,
-    ])
+    h.main()

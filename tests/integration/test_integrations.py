@@ -16,6 +16,7 @@ import os
 import re
 import subprocess
 import tempfile
+import unittest
 import urllib.parse
 
 import yaml
@@ -155,64 +156,6 @@ def parca_jobs():
     return config["scrape_configs"], found[1]
 
 
-def test_the_parca_snippets_keep_to_parca_s_config():
-    jobs, fragment = parca_jobs()
-    for job in jobs:
-        what = f"Parca job {job.get('job_name')!r}"
-        h.check(job.get("job_name"), f"{what}: job_name is empty (Parca refuses it)")
-        h.check(set(job) <= PARCA_JOB_KEYS, f"{what}: keys Parca does not know: "
-                                            f"{set(job) - PARCA_JOB_KEYS}")
-        interval = seconds(job.get("scrape_interval", f"{PARCA_DEFAULT_INTERVAL_S}s"))
-        timeout = seconds(job.get("scrape_timeout", f"{interval + 3}s"))
-        h.check(timeout > interval, f"{what}: Parca refuses a timeout not over the interval")
-        profiling = job["profiling_config"]
-        h.check(set(profiling) <= PARCA_PROFILING_KEYS, f"{what}: {set(profiling)}")
-        pprof = profiling["pprof_config"]
-        h.check(PARCA_DEFAULT_PROFILES <= set(pprof),
-                f"{what}: Parca enables {PARCA_DEFAULT_PROFILES - set(pprof)} unless listed")
-        for name, cfg in pprof.items():
-            h.check(set(cfg) <= PARCA_PROFILE_KEYS, f"{what}: {name}: {set(cfg)}")
-            h.check(cfg.get("enabled", True) == (name == "memory"),
-                    f"{what}: only memory should be enabled, {name}: {cfg}")
-        memory = pprof["memory"]
-        h.check(memory.get("delta") is False and memory["path"] in
-                ("/debug/pprof/allocs", "/debug/pprof/heap"), f"{what}: memory {memory}")
-        for group in job["static_configs"]:
-            h.check(not any("/" in t for t in group["targets"]), f"{what}: a URL as a target")
-    kept = yaml.safe_load(fragment)["memory"]
-    h.check(set(kept) <= PARCA_PROFILE_KEYS and all(set(t) == {"type", "unit"} for t in
-                                                      kept["keep_sample_type"]),
-            f"the keep_sample_type fragment: {kept}")
-    h.check(all((t["type"], t["unit"]) in h.SAMPLE_TYPES for t in kept["keep_sample_type"]),
-            f"keep_sample_type names a sample type heapprofd does not serve: {kept}")
-
-
-def test_the_parca_relabel_rules_pass_promtool_and_name_the_service():
-    jobs, _ = parca_jobs()
-    for job in jobs:
-        rules = job.get("relabel_configs", [])
-        promtool_check(yaml.safe_dump({"scrape_configs": [{
-            "job_name": "parca-relabel", "relabel_configs": rules,
-            "static_configs": [{"targets": ["127.0.0.1:1"]}]}]}), "the Parca relabel rules")
-        services = set()
-        for group in job["static_configs"]:
-            labels = relabel(group.get("labels", {}), rules)
-            services.add(labels.get("service"))
-        h.check_equal(services, {"redis-server", "postgresql"}, "the service label of each group")
-
-
-def test_a_daemon_serves_the_urls_of_the_parca_targets():
-    jobs, _ = parca_jobs()
-    with h.Daemon() as d:
-        for job in jobs:
-            path = job["profiling_config"]["pprof_config"]["memory"]["path"]
-            for group in job["static_configs"]:
-                url = url_of(group.get("labels", {}), path, own_names=True)
-                p = h.decode(d.profile(url))  # nothing matches here: an empty profile
-                h.check(any("no process that this caller may profile matches" in c
-                            for c in p.comments), f"{url}: {p.comments}")
-
-
 # --- Alloy ----------------------------------------------------------------------
 
 def alloy_config():
@@ -233,52 +176,6 @@ def check_alloy_block(b, allowed_attrs, what):
             f"{what} (line {b.line}): attributes Alloy does not know: {set(b.attrs) - allowed_attrs}")
 
 
-def test_the_alloy_snippets_parse_and_use_only_what_alloy_has():
-    top = alloy_config()
-    h.check(not top.attrs, f"top-level attributes: {top.attrs}")
-    exports = {}
-    for c in top.blocks:
-        h.check(c.name in ALLOY and c.label, f"line {c.line}: {c.name} {c.label!r}: not a "
-                                             f"component the page should use, or no label")
-        attrs, inner, export = ALLOY[c.name]
-        check_alloy_block(c, attrs, c.name)
-        h.check(ALLOY_REQUIRED.get(c.name, set()) <= set(c.attrs),
-                f"{c.name} {c.label}: lacks {ALLOY_REQUIRED.get(c.name, set()) - set(c.attrs)}")
-        key = f"{c.name}.{c.label}"
-        h.check(key not in exports, f"{key} defined twice")
-        exports[key] = export
-        for b in c.blocks:
-            h.check(b.name in inner, f"{c.name}: block {b.name} unknown")
-            check_alloy_block(b, ALLOY_INNER.get(b.name, set()), f"{c.name} {b.name}")
-            for p in b.blocks:
-                h.check(b.name == "profiling_config" and p.name in PROFILES,
-                        f"{b.name}: block {p.name} unknown")
-                check_alloy_block(p, PROFILE_ATTRS, p.name)
-                h.check(p.name != "profile.memory" or p.attrs.get("delta") is False,
-                        f"{c.label}: profile.memory must keep delta = false: {p.attrs}")
-                h.check(p.name == "profile.memory" or p.attrs.get("enabled") is False,
-                        f"{c.label}: {p.name} must be off (heapprofd serves no such profile)")
-            if b.name == "endpoint":
-                h.check("url" in b.attrs, "endpoint without url")
-    refs = []
-
-    def collect(v):
-        if isinstance(v, alloy_syntax.Ref):
-            refs.append(v.name)
-        elif isinstance(v, list):
-            for x in v:
-                collect(x)
-        elif isinstance(v, dict):
-            for x in v.values():
-                collect(x)
-    for c in top.blocks:
-        for v in c.attrs.values():
-            collect(v)
-    for ref in refs:
-        component, _, field = ref.rpartition(".")
-        h.check(exports.get(component) == field, f"reference {ref}: no such export")
-
-
 def relabel_rules():
     """The rule blocks of the page's discovery.relabel, as dicts."""
     top = alloy_config()
@@ -294,67 +191,160 @@ def cgroup_label(pid):
         return "|".join(f.read().splitlines())
 
 
-def test_the_alloy_relabel_rules_name_the_unit_and_pass_promtool():
-    rules = relabel_rules()
-    promtool_check(yaml.safe_dump({"scrape_configs": [{
-        "job_name": "alloy-relabel", "relabel_configs": rules,
-        "static_configs": [{"targets": ["127.0.0.1:1"]}]}]}), "the Alloy relabel rules")
-    exe = "/usr/bin/redis-server"
-    cases = [
-        ("0::/system.slice/redis-server.service", "redis-server"),
-        ("12:pids:/system.slice/redis-server.service|1:name=systemd:/system.slice/"
-         "redis-server.service|0::/system.slice/redis-server.service", "redis-server"),
-        ("0::/system.slice/redis@6380.service/worker", "redis@6380"),
-        ("0::/user.slice/user-1000.slice/user@1000.service/app.slice/cache.service", "cache"),
-        ("0::/user.slice/user-1000.slice/session-4.scope", "redis-server"),  # no unit: the exe
-        ("12:pids:/|1:name=systemd:/", "redis-server"),  # cgroup v1 only
-    ]
-    for cgroup, service in cases:
-        out = relabel({"__process_pid__": "4321", "__meta_process_exe": exe,
-                       "__meta_process_cgroup_path": cgroup}, rules)
-        h.check(out is not None, f"{exe} dropped by the keep rule")
-        h.check_equal(out.get("service_name"), service, f"service_name for {cgroup!r}")
-        h.check_equal(url_of(out, "/debug/pprof/heap"),
-                      "/debug/pprof/heap?pid=4321&exe=%2Fusr%2Fbin%2Fredis-server",
-                      f"the URL for {cgroup!r}")
-        h.check_equal(out.get("__address__"), "127.0.0.1:6060", "__address__")
-    h.check(relabel({"__process_pid__": "1", "__meta_process_exe": "/usr/bin/python3"}, rules)
-            is None, "the keep rule keeps only the programs named")
+class IntegrationsTest(unittest.TestCase):
+    def test_the_parca_snippets_keep_to_parca_s_config(self):
+        jobs, fragment = parca_jobs()
+        for job in jobs:
+            what = f"Parca job {job.get('job_name')!r}"
+            h.check(job.get("job_name"), f"{what}: job_name is empty (Parca refuses it)")
+            h.check(set(job) <= PARCA_JOB_KEYS, f"{what}: keys Parca does not know: "
+                                                f"{set(job) - PARCA_JOB_KEYS}")
+            interval = seconds(job.get("scrape_interval", f"{PARCA_DEFAULT_INTERVAL_S}s"))
+            timeout = seconds(job.get("scrape_timeout", f"{interval + 3}s"))
+            h.check(timeout > interval, f"{what}: Parca refuses a timeout not over the interval")
+            profiling = job["profiling_config"]
+            h.check(set(profiling) <= PARCA_PROFILING_KEYS, f"{what}: {set(profiling)}")
+            pprof = profiling["pprof_config"]
+            h.check(PARCA_DEFAULT_PROFILES <= set(pprof),
+                    f"{what}: Parca enables {PARCA_DEFAULT_PROFILES - set(pprof)} unless listed")
+            for name, cfg in pprof.items():
+                h.check(set(cfg) <= PARCA_PROFILE_KEYS, f"{what}: {name}: {set(cfg)}")
+                h.check(cfg.get("enabled", True) == (name == "memory"),
+                        f"{what}: only memory should be enabled, {name}: {cfg}")
+            memory = pprof["memory"]
+            h.check(memory.get("delta") is False and memory["path"] in
+                    ("/debug/pprof/allocs", "/debug/pprof/heap"), f"{what}: memory {memory}")
+            for group in job["static_configs"]:
+                h.check(not any("/" in t for t in group["targets"]), f"{what}: a URL as a target")
+        kept = yaml.safe_load(fragment)["memory"]
+        h.check(set(kept) <= PARCA_PROFILE_KEYS and all(set(t) == {"type", "unit"} for t in
+                                                          kept["keep_sample_type"]),
+                f"the keep_sample_type fragment: {kept}")
+        h.check(all((t["type"], t["unit"]) in h.SAMPLE_TYPES for t in kept["keep_sample_type"]),
+                f"keep_sample_type names a sample type heapprofd does not serve: {kept}")
 
+    def test_the_parca_relabel_rules_pass_promtool_and_name_the_service(self):
+        jobs, _ = parca_jobs()
+        for job in jobs:
+            rules = job.get("relabel_configs", [])
+            promtool_check(yaml.safe_dump({"scrape_configs": [{
+                "job_name": "parca-relabel", "relabel_configs": rules,
+                "static_configs": [{"targets": ["127.0.0.1:1"]}]}]}), "the Parca relabel rules")
+            services = set()
+            for group in job["static_configs"]:
+                labels = relabel(group.get("labels", {}), rules)
+                services.add(labels.get("service"))
+            h.check_equal(services, {"redis-server", "postgresql"}, "the service label of each group")
 
-def test_a_daemon_serves_the_alloy_targets_and_refuses_a_reused_pid():
-    rules = [r for r in relabel_rules() if r.get("action") != "keep"]
-    top = alloy_config()
-    static = [c for c in top.blocks if c.name == "pyroscope.scrape" and c.label == "services"]
-    h.check(len(static) == 1, "the static pyroscope.scrape \"services\"")
-    with h.Daemon("--sample-interval", "1") as d:
-        for target in static[0].attrs["targets"]:
-            p = h.decode(d.profile(url_of(target, "/debug/pprof/heap", own_names=True)))
-            h.check(not p.samples, f"{target}: nothing runs here that it names")
-        with h.Workload("exact") as w:
-            labels = relabel({"__process_pid__": str(w.pid),
-                              "__meta_process_exe": os.readlink(f"/proc/{w.pid}/exe"),
-                              "__meta_process_cgroup_path": cgroup_label(w.pid)}, rules)
-            url = url_of(labels, "/debug/pprof/heap")
-            d.profile(url)  # attaches
-            w.run()
-            got = h.totals_by_leaf(h.decode(d.profile(url)).samples)
-            h.check_equal(got.get("alloc_small"), h.EXACT_EXPECTED["alloc_small"],
-                          f"{url}: the workload's profile")
-            pid = w.pid
-            w.finish()
-        with h.SpawnedWorkload(pid, "rounds"):
-            r = d.request(url)
-            h.check_equal(r.status, 409, f"{url} once pid {pid} runs another program: "
-                                         f"{r.text()!r}")
+    def test_a_daemon_serves_the_urls_of_the_parca_targets(self):
+        jobs, _ = parca_jobs()
+        with h.Daemon() as d:
+            for job in jobs:
+                path = job["profiling_config"]["pprof_config"]["memory"]["path"]
+                for group in job["static_configs"]:
+                    url = url_of(group.get("labels", {}), path, own_names=True)
+                    p = h.decode(d.profile(url))  # nothing matches here: an empty profile
+                    h.check(any("no process that this caller may profile matches" in c
+                                for c in p.comments), f"{url}: {p.comments}")
+
+    def test_the_alloy_snippets_parse_and_use_only_what_alloy_has(self):
+        top = alloy_config()
+        h.check(not top.attrs, f"top-level attributes: {top.attrs}")
+        exports = {}
+        for c in top.blocks:
+            h.check(c.name in ALLOY and c.label, f"line {c.line}: {c.name} {c.label!r}: not a "
+                                                 f"component the page should use, or no label")
+            attrs, inner, export = ALLOY[c.name]
+            check_alloy_block(c, attrs, c.name)
+            h.check(ALLOY_REQUIRED.get(c.name, set()) <= set(c.attrs),
+                    f"{c.name} {c.label}: lacks {ALLOY_REQUIRED.get(c.name, set()) - set(c.attrs)}")
+            key = f"{c.name}.{c.label}"
+            h.check(key not in exports, f"{key} defined twice")
+            exports[key] = export
+            for b in c.blocks:
+                h.check(b.name in inner, f"{c.name}: block {b.name} unknown")
+                check_alloy_block(b, ALLOY_INNER.get(b.name, set()), f"{c.name} {b.name}")
+                for p in b.blocks:
+                    h.check(b.name == "profiling_config" and p.name in PROFILES,
+                            f"{b.name}: block {p.name} unknown")
+                    check_alloy_block(p, PROFILE_ATTRS, p.name)
+                    h.check(p.name != "profile.memory" or p.attrs.get("delta") is False,
+                            f"{c.label}: profile.memory must keep delta = false: {p.attrs}")
+                    h.check(p.name == "profile.memory" or p.attrs.get("enabled") is False,
+                            f"{c.label}: {p.name} must be off (heapprofd serves no such profile)")
+                if b.name == "endpoint":
+                    h.check("url" in b.attrs, "endpoint without url")
+        refs = []
+
+        def collect(v):
+            if isinstance(v, alloy_syntax.Ref):
+                refs.append(v.name)
+            elif isinstance(v, list):
+                for x in v:
+                    collect(x)
+            elif isinstance(v, dict):
+                for x in v.values():
+                    collect(x)
+        for c in top.blocks:
+            for v in c.attrs.values():
+                collect(v)
+        for ref in refs:
+            component, _, field = ref.rpartition(".")
+            h.check(exports.get(component) == field, f"reference {ref}: no such export")
+
+    def test_the_alloy_relabel_rules_name_the_unit_and_pass_promtool(self):
+        rules = relabel_rules()
+        promtool_check(yaml.safe_dump({"scrape_configs": [{
+            "job_name": "alloy-relabel", "relabel_configs": rules,
+            "static_configs": [{"targets": ["127.0.0.1:1"]}]}]}), "the Alloy relabel rules")
+        exe = "/usr/bin/redis-server"
+        cases = [
+            ("0::/system.slice/redis-server.service", "redis-server"),
+            ("12:pids:/system.slice/redis-server.service|1:name=systemd:/system.slice/"
+             "redis-server.service|0::/system.slice/redis-server.service", "redis-server"),
+            ("0::/system.slice/redis@6380.service/worker", "redis@6380"),
+            ("0::/user.slice/user-1000.slice/user@1000.service/app.slice/cache.service", "cache"),
+            ("0::/user.slice/user-1000.slice/session-4.scope", "redis-server"),  # no unit: the exe
+            ("12:pids:/|1:name=systemd:/", "redis-server"),  # cgroup v1 only
+        ]
+        for cgroup, service in cases:
+            out = relabel({"__process_pid__": "4321", "__meta_process_exe": exe,
+                           "__meta_process_cgroup_path": cgroup}, rules)
+            h.check(out is not None, f"{exe} dropped by the keep rule")
+            h.check_equal(out.get("service_name"), service, f"service_name for {cgroup!r}")
+            h.check_equal(url_of(out, "/debug/pprof/heap"),
+                          "/debug/pprof/heap?pid=4321&exe=%2Fusr%2Fbin%2Fredis-server",
+                          f"the URL for {cgroup!r}")
+            h.check_equal(out.get("__address__"), "127.0.0.1:6060", "__address__")
+        h.check(relabel({"__process_pid__": "1", "__meta_process_exe": "/usr/bin/python3"}, rules)
+                is None, "the keep rule keeps only the programs named")
+
+    def test_a_daemon_serves_the_alloy_targets_and_refuses_a_reused_pid(self):
+        rules = [r for r in relabel_rules() if r.get("action") != "keep"]
+        top = alloy_config()
+        static = [c for c in top.blocks if c.name == "pyroscope.scrape" and c.label == "services"]
+        h.check(len(static) == 1, "the static pyroscope.scrape \"services\"")
+        with h.Daemon("--sample-interval", "1") as d:
+            for target in static[0].attrs["targets"]:
+                p = h.decode(d.profile(url_of(target, "/debug/pprof/heap", own_names=True)))
+                h.check(not p.samples, f"{target}: nothing runs here that it names")
+            with h.Workload("exact") as w:
+                labels = relabel({"__process_pid__": str(w.pid),
+                                  "__meta_process_exe": os.readlink(f"/proc/{w.pid}/exe"),
+                                  "__meta_process_cgroup_path": cgroup_label(w.pid)}, rules)
+                url = url_of(labels, "/debug/pprof/heap")
+                d.profile(url)  # attaches
+                w.run()
+                got = h.totals_by_leaf(h.decode(d.profile(url)).samples)
+                h.check_equal(got.get("alloc_small"), h.EXACT_EXPECTED["alloc_small"],
+                              f"{url}: the workload's profile")
+                pid = w.pid
+                w.finish()
+            with h.SpawnedWorkload(pid, "rounds"):
+                r = d.request(url)
+                h.check_equal(r.status, 409, f"{url} once pid {pid} runs another program: "
+                                             f"{r.text()!r}")
 
 
 if __name__ == "__main__":
-    h.run([
-        test_the_parca_snippets_keep_to_parca_s_config,
-        test_the_parca_relabel_rules_pass_promtool_and_name_the_service,
-        test_a_daemon_serves_the_urls_of_the_parca_targets,
-        test_the_alloy_snippets_parse_and_use_only_what_alloy_has,
-        test_the_alloy_relabel_rules_name_the_unit_and_pass_promtool,
-        test_a_daemon_serves_the_alloy_targets_and_refuses_a_reused_pid,
-    ])
+    h.main()

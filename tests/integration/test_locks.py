@@ -11,6 +11,7 @@ import shutil
 import subprocess
 import threading
 import time
+import unittest
 
 import heapprof_harness as h
 
@@ -89,32 +90,33 @@ def attach_round():
         big.wait()
 
 
-def test_a_slow_attach_stalls_neither_healthz_nor_metrics_nor_the_index():
-    """Two rounds, each a fresh daemon attaching a fresh clang-14; per
-    endpoint, the better round's worst answer must be within the bound. A
-    stall as the old locks made lasts the rest of the attach in every round;
-    the machine's own hiccups (it is shared: other builds run beside) rarely
-    hit both."""
-    rounds = [attach_round() for _ in range(2)]
-    summary = "; ".join(f"attach {took:.2f} s: " + ", ".join(
-        f"{p} {s * 1000:.0f} ms at worst of {n}" for p, (s, n) in worst.items())
-        for took, worst in rounds)
-    print(f"{CLANG}: {summary}", flush=True)
-    for took, _ in rounds:
-        h.check(took >= MIN_ATTACH_S,
-                f"an attach of {CLANG} took {took:.3f} s, under {MIN_ATTACH_S} s: too quick "
-                f"to show a stall of {ANSWER_BOUND_S} s, so this test cannot tell anything on "
-                f"this machine ({summary})")
-    for path in rounds[0][1]:
-        best = min(worst[path][0] for _, worst in rounds)
-        h.check(best <= ANSWER_BOUND_S,
-                f"GET {path} took over {ANSWER_BOUND_S * 1000:.0f} ms during the attach of "
-                f"{CLANG} in both rounds, {best * 1000:.0f} ms in the better ({summary})")
-    for path in rounds[0][1]:
-        for _, worst in rounds:
-            h.check(worst[path][1] >= 3,
-                    f"GET {path} was asked fewer than 3 times during an attach ({summary})")
+class LocksTest(unittest.TestCase):
+    def test_a_slow_attach_stalls_neither_healthz_nor_metrics_nor_the_index(self):
+        """Two rounds, each a fresh daemon attaching a fresh clang-14; per
+        endpoint, the better round's worst answer must be within the bound. A
+        stall as the old locks made lasts the rest of the attach in every round;
+        the machine's own hiccups (it is shared: other builds run beside) rarely
+        hit both."""
+        rounds = [attach_round() for _ in range(2)]
+        summary = "; ".join(f"attach {took:.2f} s: " + ", ".join(
+            f"{p} {s * 1000:.0f} ms at worst of {n}" for p, (s, n) in worst.items())
+            for took, worst in rounds)
+        print(f"{CLANG}: {summary}", flush=True)
+        for took, _ in rounds:
+            h.check(took >= MIN_ATTACH_S,
+                    f"an attach of {CLANG} took {took:.3f} s, under {MIN_ATTACH_S} s: too quick "
+                    f"to show a stall of {ANSWER_BOUND_S} s, so this test cannot tell anything on "
+                    f"this machine ({summary})")
+        for path in rounds[0][1]:
+            best = min(worst[path][0] for _, worst in rounds)
+            h.check(best <= ANSWER_BOUND_S,
+                    f"GET {path} took over {ANSWER_BOUND_S * 1000:.0f} ms during the attach of "
+                    f"{CLANG} in both rounds, {best * 1000:.0f} ms in the better ({summary})")
+        for path in rounds[0][1]:
+            for _, worst in rounds:
+                h.check(worst[path][1] >= 3,
+                        f"GET {path} was asked fewer than 3 times during an attach ({summary})")
 
 
 if __name__ == "__main__":
-    h.run([test_a_slow_attach_stalls_neither_healthz_nor_metrics_nor_the_index])
+    h.main()

@@ -12,6 +12,7 @@ import os
 import re
 import subprocess
 import tempfile
+import unittest
 import urllib.parse
 
 import heapprof_harness as h
@@ -92,64 +93,61 @@ def _wait_for(port, promql, want, prom):
                                                     f"last: {last[0]}", poll=0.2)
 
 
-def test_promtool_finds_nothing_wrong_with_the_metrics():
-    h.check(os.access(PROMTOOL, os.X_OK), f"{PROMTOOL} is missing (Debian: prometheus)")
-    with h.Daemon("--sample-interval", "1") as d, h.Workload("exact") as w:
-        d.profile(f"/debug/pprof/heap?pid={w.pid}")  # per-target metrics too
-        w.run()
-        body = d.profile("/metrics")
-    r = subprocess.run([PROMTOOL, "check", "metrics"], input=body, capture_output=True,
-                       timeout=30)
-    h.check(r.returncode == 0 and not r.stdout.strip() and not r.stderr.strip(),
-            f"promtool check metrics: status {r.returncode}:\n{r.stdout.decode()}"
-            f"{r.stderr.decode()}")
+class PrometheusTest(unittest.TestCase):
+    def test_promtool_finds_nothing_wrong_with_the_metrics(self):
+        h.check(os.access(PROMTOOL, os.X_OK), f"{PROMTOOL} is missing (Debian: prometheus)")
+        with h.Daemon("--sample-interval", "1") as d, h.Workload("exact") as w:
+            d.profile(f"/debug/pprof/heap?pid={w.pid}")  # per-target metrics too
+            w.run()
+            body = d.profile("/metrics")
+        r = subprocess.run([PROMTOOL, "check", "metrics"], input=body, capture_output=True,
+                           timeout=30)
+        h.check(r.returncode == 0 and not r.stdout.strip() and not r.stderr.strip(),
+                f"promtool check metrics: status {r.returncode}:\n{r.stdout.decode()}"
+                f"{r.stderr.decode()}")
 
-
-def test_prometheus_scrapes_the_daemon_with_the_documented_config():
-    h.check(os.access(PROMETHEUS, os.X_OK), f"{PROMETHEUS} is missing (Debian: prometheus)")
-    h.check(os.access(PROMTOOL, os.X_OK), f"{PROMTOOL} is missing (Debian: prometheus)")
-    with tempfile.TemporaryDirectory(prefix="heapprof-prometheus-") as tmp, \
-            h.Daemon("--sample-interval", "1") as d, h.Workload("exact") as w, \
-            h.Daemon("--token-file", _token_file(tmp)) as remote:
-        d.profile(f"/debug/pprof/heap?pid={w.pid}")
-        w.run()
-        h.check_equal(remote.get("/metrics")[0], 401, "the token daemon's /metrics without it")
-        config = os.path.join(tmp, "prometheus.yml")
-        with open(config, "w") as f:
-            f.write(_docs_config(d.address, remote.address, _token_file_path(tmp)))
-        r = subprocess.run([PROMTOOL, "check", "config", config], capture_output=True,
-                           text=True, timeout=30)
-        h.check(r.returncode == 0, f"promtool check config: {r.stdout}{r.stderr}")
-        port = h.free_port()
-        log = open(os.path.join(tmp, "prometheus.log"), "wb")
-        prom = subprocess.Popen([PROMETHEUS, f"--config.file={config}",
-                                 f"--storage.tsdb.path={tmp}/data",
-                                 f"--web.listen-address=127.0.0.1:{port}"],
-                                stdin=subprocess.DEVNULL, stdout=log, stderr=log)
-        try:
-            _wait_for(port, 'up{job="heapprofd"}', 1, prom)
-            inuse = sum(v[3] for v in h.EXACT_EXPECTED.values())
-            _wait_for(port, f'heapprofd_target_inuse_bytes{{pid="{w.pid}",comm="exact"}}',
-                      inuse, prom)
-            _wait_for(port, 'heapprofd_bpf_up{job="heapprofd"}', 1, prom)
-            _wait_for(port, 'up{job="heapprofd-remote"}', 1, prom)
-            _wait_for(port, 'heapprofd_bpf_up{job="heapprofd-remote"}', 1, prom)
-        except h.Failure as e:
-            log.flush()
-            with open(os.path.join(tmp, "prometheus.log")) as f:
-                raise h.Failure(f"{e}\nprometheus log (end):\n{f.read()[-3000:]}") from None
-        finally:
-            prom.terminate()
+    def test_prometheus_scrapes_the_daemon_with_the_documented_config(self):
+        h.check(os.access(PROMETHEUS, os.X_OK), f"{PROMETHEUS} is missing (Debian: prometheus)")
+        h.check(os.access(PROMTOOL, os.X_OK), f"{PROMTOOL} is missing (Debian: prometheus)")
+        with tempfile.TemporaryDirectory(prefix="heapprof-prometheus-") as tmp, \
+                h.Daemon("--sample-interval", "1") as d, h.Workload("exact") as w, \
+                h.Daemon("--token-file", _token_file(tmp)) as remote:
+            d.profile(f"/debug/pprof/heap?pid={w.pid}")
+            w.run()
+            h.check_equal(remote.get("/metrics")[0], 401, "the token daemon's /metrics without it")
+            config = os.path.join(tmp, "prometheus.yml")
+            with open(config, "w") as f:
+                f.write(_docs_config(d.address, remote.address, _token_file_path(tmp)))
+            r = subprocess.run([PROMTOOL, "check", "config", config], capture_output=True,
+                               text=True, timeout=30)
+            h.check(r.returncode == 0, f"promtool check config: {r.stdout}{r.stderr}")
+            port = h.free_port()
+            log = open(os.path.join(tmp, "prometheus.log"), "wb")
+            prom = subprocess.Popen([PROMETHEUS, f"--config.file={config}",
+                                     f"--storage.tsdb.path={tmp}/data",
+                                     f"--web.listen-address=127.0.0.1:{port}"],
+                                    stdin=subprocess.DEVNULL, stdout=log, stderr=log)
             try:
-                prom.wait(10)
-            except subprocess.TimeoutExpired:
-                prom.kill()
-                prom.wait()
-            log.close()
+                _wait_for(port, 'up{job="heapprofd"}', 1, prom)
+                inuse = sum(v[3] for v in h.EXACT_EXPECTED.values())
+                _wait_for(port, f'heapprofd_target_inuse_bytes{{pid="{w.pid}",comm="exact"}}',
+                          inuse, prom)
+                _wait_for(port, 'heapprofd_bpf_up{job="heapprofd"}', 1, prom)
+                _wait_for(port, 'up{job="heapprofd-remote"}', 1, prom)
+                _wait_for(port, 'heapprofd_bpf_up{job="heapprofd-remote"}', 1, prom)
+            except h.Failure as e:
+                log.flush()
+                with open(os.path.join(tmp, "prometheus.log")) as f:
+                    raise h.Failure(f"{e}\nprometheus log (end):\n{f.read()[-3000:]}") from None
+            finally:
+                prom.terminate()
+                try:
+                    prom.wait(10)
+                except subprocess.TimeoutExpired:
+                    prom.kill()
+                    prom.wait()
+                log.close()
 
 
 if __name__ == "__main__":
-    h.run([
-        test_promtool_finds_nothing_wrong_with_the_metrics,
-        test_prometheus_scrapes_the_daemon_with_the_documented_config,
-    ])
+    h.main()

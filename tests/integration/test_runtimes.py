@@ -27,6 +27,7 @@ import re
 import shutil
 import subprocess
 import tempfile
+import unittest
 
 import heapprof_harness as h
 
@@ -126,86 +127,10 @@ def node_binary():
     return path
 
 
-def test_node_stacks_reach_main_through_jit_code_with_js_names():
-    node = node_binary()
-    # --interpreted-frames-native-stack gives each interpreted function a
-    # trampoline of its own in the map, so it is named before V8 compiles it.
-    body, values, _ = run_profiled(
-        "node", [node, "--perf-basic-prof", "--interpreted-frames-native-stack",
-                 os.path.join(SCRIPTS, "buffers.js")], 1)
-    samples = h.decode(body).samples
-    h.check(samples, "the node profile has no samples")
-    frac = report("node " + subprocess.run([node, "--version"], capture_output=True,
-                                           text=True).stdout.strip(), samples, values)
-    h.check(frac >= MIN_REACHING,
-            f"node: only {frac:.1%} of allocated bytes have stacks reaching main or a "
-            f"thread's start (want {MIN_REACHING:.0%}); largest stacks:\n" +
-            h.describe(sorted(samples, key=lambda s: -s.values[1])[:10]))
-    named = [s for s in samples if any("allocateNamedBuffers" in f for f in s.frames)]
-    h.check(named, "node: no stack names the JS function allocateNamedBuffers (from "
-                   "/tmp/perf-PID.map); largest stacks:\n" +
-            h.describe(sorted(samples, key=lambda s: -s.values[1])[:5]))
-    by_named = sum(s.values[1] for s in named) / sum(s.values[1] for s in samples)
-    print(f"node: {by_named:.1%} of allocated bytes have allocateNamedBuffers on their stack")
-
-
 # --- Java --------------------------------------------------------------------
-
-def test_jvm_stacks_reach_start_thread_through_named_jit_frames():
-    java, javac, jcmd = (os.path.join(JAVA_HOME, "bin", t) for t in ("java", "javac", "jcmd"))
-    for tool in (java, javac, jcmd):
-        require(tool, "openjdk-17-jdk-headless")
-    with tempfile.TemporaryDirectory(prefix="heapprof-java-") as classes:
-        r = subprocess.run([javac, "-d", classes, os.path.join(SCRIPTS, "AllocDirect.java")],
-                           capture_output=True, text=True, timeout=120)
-        h.check(r.returncode == 0, f"javac failed: {r.stderr}")
-
-        def write_perf_map(pid):
-            r = subprocess.run([jcmd, str(pid), "Compiler.perfmap"], capture_output=True,
-                               text=True, timeout=60)
-            h.check(r.returncode == 0, f"jcmd {pid} Compiler.perfmap failed: {r.stdout}{r.stderr}")
-
-        body, values, _ = run_profiled(
-            "java", [java, "-XX:+PreserveFramePointer", "-XX:MaxDirectMemorySize=1g",
-                     "-cp", classes, "AllocDirect"], 65536, after_done=write_perf_map)
-    samples = h.decode(body).samples
-    h.check(samples, "the java profile has no samples")
-    frac = report("OpenJDK 17 (-XX:+PreserveFramePointer)", samples, values)
-    h.check(frac >= MIN_REACHING,
-            f"java: only {frac:.1%} of allocated bytes reach start_thread; stacks:\n" +
-            h.describe(sorted(samples, key=lambda s: -s.values[1])[:10]))
-    # The direct buffers' stacks: Unsafe_AllocateMemory0 <- JIT frames <- JavaCalls.
-    ours = [(s.values, fs) for s, fs in ((s, frames_with_files(s)) for s in samples)
-            if any(n == "Unsafe_AllocateMemory0" for n, _ in fs)]
-    h.check(ours, "java: no stack goes through Unsafe_AllocateMemory0")
-    through_jit = [(v, fs) for v, fs in ours
-                   if any(f == "[jit]" for _, f in fs) and any(n in ROOTS for n, _ in fs)]
-    h.check(sum(v[1] for v, _ in through_jit) >= MIN_REACHING * sum(v[1] for v, _ in ours),
-            f"java: direct buffer stacks that pass JIT frames and reach start_thread: "
-            f"{len(through_jit)} of {len(ours)}")
-    unnamed = {n for _, fs in ours for n, f in fs if f == "[jit]" and n == "[jit java]"}
-    names = {n for _, fs in ours for n, f in fs if f == "[jit]"}
-    h.check(any("java.nio.ByteBuffer.allocateDirect" in n for n in names),
-            f"java: the JIT frames are not named from the perf map (jcmd Compiler.perfmap): "
-            f"{sorted(names)[:20]}")
-    print(f"java: JIT frame names include {sorted(names)[:6]}; unnamed: {sorted(unnamed)}")
 
 
 # --- Python ------------------------------------------------------------------
-
-def test_python_311_stacks_reach_main():
-    require(PYTHON, "python3")
-    body, values, _ = run_profiled(
-        "python3", [PYTHON, os.path.join(SCRIPTS, "blocks.py")], 65536)
-    samples = h.decode(body).samples
-    h.check(samples, "the python3 profile has no samples")
-    frac = report("Python " + subprocess.run([PYTHON, "--version"], capture_output=True,
-                                             text=True).stdout.strip(), samples, values)
-    h.check(frac >= MIN_REACHING,
-            f"python3: only {frac:.1%} of allocated bytes reach main; stacks:\n" +
-            h.describe(sorted(samples, key=lambda s: -s.values[1])[:10]))
-    h.check(any("_PyEval_EvalFrameDefault" in s.frames for s in samples),
-            "python3: no stack goes through the interpreter loop")
 
 
 # --- musl --------------------------------------------------------------------
@@ -242,74 +167,140 @@ def check_musl(kind):
                   f"(every stack ends at musl's start code); counters {values}")
 
 
-def test_musl_static_stacks_are_complete_and_counted_so():
-    check_musl("static")
-
-
-def test_musl_dynamic_stacks_are_complete_and_counted_so():
-    check_musl("dynamic")
-
-
 # --- Stripped static binaries ---------------------------------------------------
 
-def test_a_stripped_static_busybox_is_422_with_a_reason_and_a_log_line():
-    require(BUSYBOX, "busybox-static")
-    proc = subprocess.Popen([BUSYBOX, "sleep", "60"])
-    try:
-        with h.Daemon() as d:
-            status, body = d.get(f"/debug/pprof/heap?pid={proc.pid}")
-            h.check_equal(status, 422, f"status for busybox (body {body!r})")
-            h.check_one_line_reason(body, "busybox refusal")
-            h.check(b"statically linked" in body and b"malloc" in body,
-                    f"the reason should say why: {body!r}")
-            want = f"heapprofd: process {proc.pid} cannot be profiled"
-            d.wait_until(lambda: want in d.stderr(), LOG_TIMEOUT_S, f"the log line {want!r}")
-            d.check_alive()
-    finally:
-        proc.kill()
-        proc.wait()
 
+class RuntimesTest(unittest.TestCase):
+    def test_node_stacks_reach_main_through_jit_code_with_js_names(self):
+        node = node_binary()
+        # --interpreted-frames-native-stack gives each interpreted function a
+        # trampoline of its own in the map, so it is named before V8 compiles it.
+        body, values, _ = run_profiled(
+            "node", [node, "--perf-basic-prof", "--interpreted-frames-native-stack",
+                     os.path.join(SCRIPTS, "buffers.js")], 1)
+        samples = h.decode(body).samples
+        h.check(samples, "the node profile has no samples")
+        frac = report("node " + subprocess.run([node, "--version"], capture_output=True,
+                                               text=True).stdout.strip(), samples, values)
+        h.check(frac >= MIN_REACHING,
+                f"node: only {frac:.1%} of allocated bytes have stacks reaching main or a "
+                f"thread's start (want {MIN_REACHING:.0%}); largest stacks:\n" +
+                h.describe(sorted(samples, key=lambda s: -s.values[1])[:10]))
+        named = [s for s in samples if any("allocateNamedBuffers" in f for f in s.frames)]
+        h.check(named, "node: no stack names the JS function allocateNamedBuffers (from "
+                       "/tmp/perf-PID.map); largest stacks:\n" +
+                h.describe(sorted(samples, key=lambda s: -s.values[1])[:5]))
+        by_named = sum(s.values[1] for s in named) / sum(s.values[1] for s in samples)
+        print(f"node: {by_named:.1%} of allocated bytes have allocateNamedBuffers on their stack")
 
-def test_a_stripped_static_program_is_profiled_from_its_debug_file():
-    """exact_static (exact.c, linked statically) stripped, its symbols in
-    /usr/lib/debug/.build-id/ of a mount namespace of its own (so nothing is
-    written to the host's): the same exact totals as from glibc's libc.so."""
-    built = os.path.join(h.WORKLOADS, "exact_static")
-    h.check(os.access(built, os.X_OK), f"{built} is not built")
-    h.check(shutil.which("unshare"), "unshare is missing (Debian package util-linux)")
-    with tempfile.TemporaryDirectory(prefix="heapprof-debug-") as tmp:
-        stripped, debug = os.path.join(tmp, "exact_static"), os.path.join(tmp, "exact.debug")
-        subprocess.run(["objcopy", "--only-keep-debug", built, debug], check=True)
-        subprocess.run(["objcopy", "--strip-all", built, stripped], check=True)
-        out = subprocess.run(["readelf", "-n", built], capture_output=True, text=True).stdout
-        m = re.search(r"Build ID: ([0-9a-f]+)", out)
-        h.check(m is not None, f"exact_static has no build ID:\n{out}")
-        build_id = m.group(1)
-        tree = os.path.join(tmp, "debug-root", ".build-id", build_id[:2])
-        os.makedirs(tree)
-        shutil.copy(debug, os.path.join(tree, build_id[2:] + ".debug"))
-        script = f"mount --bind {tmp}/debug-root /usr/lib/debug && exec {stripped}"
-        with h.Daemon("--sample-interval", "1") as d, h.Workload(
-                "exact_static (stripped)",
-                command=["unshare", "--mount", "--propagation", "private", "sh", "-c",
-                         script]) as w:
-            d.profile(f"/debug/pprof/heap?pid={w.pid}")
-            w.run()
-            body = d.profile(f"/debug/pprof/heap?pid={w.pid}")
-            w.finish()
-            d.check_alive()
-    totals = h.totals_by_leaf(h.decode(body).samples)
-    for leaf, want in h.EXACT_EXPECTED.items():
-        h.check_equal(totals.get(leaf), want, f"{leaf} totals (all leaves: {totals})")
+    def test_jvm_stacks_reach_start_thread_through_named_jit_frames(self):
+        java, javac, jcmd = (os.path.join(JAVA_HOME, "bin", t) for t in ("java", "javac", "jcmd"))
+        for tool in (java, javac, jcmd):
+            require(tool, "openjdk-17-jdk-headless")
+        with tempfile.TemporaryDirectory(prefix="heapprof-java-") as classes:
+            r = subprocess.run([javac, "-d", classes, os.path.join(SCRIPTS, "AllocDirect.java")],
+                               capture_output=True, text=True, timeout=120)
+            h.check(r.returncode == 0, f"javac failed: {r.stderr}")
+
+            def write_perf_map(pid):
+                r = subprocess.run([jcmd, str(pid), "Compiler.perfmap"], capture_output=True,
+                                   text=True, timeout=60)
+                h.check(r.returncode == 0, f"jcmd {pid} Compiler.perfmap failed: {r.stdout}{r.stderr}")
+
+            body, values, _ = run_profiled(
+                "java", [java, "-XX:+PreserveFramePointer", "-XX:MaxDirectMemorySize=1g",
+                         "-cp", classes, "AllocDirect"], 65536, after_done=write_perf_map)
+        samples = h.decode(body).samples
+        h.check(samples, "the java profile has no samples")
+        frac = report("OpenJDK 17 (-XX:+PreserveFramePointer)", samples, values)
+        h.check(frac >= MIN_REACHING,
+                f"java: only {frac:.1%} of allocated bytes reach start_thread; stacks:\n" +
+                h.describe(sorted(samples, key=lambda s: -s.values[1])[:10]))
+        # The direct buffers' stacks: Unsafe_AllocateMemory0 <- JIT frames <- JavaCalls.
+        ours = [(s.values, fs) for s, fs in ((s, frames_with_files(s)) for s in samples)
+                if any(n == "Unsafe_AllocateMemory0" for n, _ in fs)]
+        h.check(ours, "java: no stack goes through Unsafe_AllocateMemory0")
+        through_jit = [(v, fs) for v, fs in ours
+                       if any(f == "[jit]" for _, f in fs) and any(n in ROOTS for n, _ in fs)]
+        h.check(sum(v[1] for v, _ in through_jit) >= MIN_REACHING * sum(v[1] for v, _ in ours),
+                f"java: direct buffer stacks that pass JIT frames and reach start_thread: "
+                f"{len(through_jit)} of {len(ours)}")
+        unnamed = {n for _, fs in ours for n, f in fs if f == "[jit]" and n == "[jit java]"}
+        names = {n for _, fs in ours for n, f in fs if f == "[jit]"}
+        h.check(any("java.nio.ByteBuffer.allocateDirect" in n for n in names),
+                f"java: the JIT frames are not named from the perf map (jcmd Compiler.perfmap): "
+                f"{sorted(names)[:20]}")
+        print(f"java: JIT frame names include {sorted(names)[:6]}; unnamed: {sorted(unnamed)}")
+
+    def test_python_311_stacks_reach_main(self):
+        require(PYTHON, "python3")
+        body, values, _ = run_profiled(
+            "python3", [PYTHON, os.path.join(SCRIPTS, "blocks.py")], 65536)
+        samples = h.decode(body).samples
+        h.check(samples, "the python3 profile has no samples")
+        frac = report("Python " + subprocess.run([PYTHON, "--version"], capture_output=True,
+                                                 text=True).stdout.strip(), samples, values)
+        h.check(frac >= MIN_REACHING,
+                f"python3: only {frac:.1%} of allocated bytes reach main; stacks:\n" +
+                h.describe(sorted(samples, key=lambda s: -s.values[1])[:10]))
+        h.check(any("_PyEval_EvalFrameDefault" in s.frames for s in samples),
+                "python3: no stack goes through the interpreter loop")
+
+    def test_musl_static_stacks_are_complete_and_counted_so(self):
+        check_musl("static")
+
+    def test_musl_dynamic_stacks_are_complete_and_counted_so(self):
+        check_musl("dynamic")
+
+    def test_a_stripped_static_busybox_is_422_with_a_reason_and_a_log_line(self):
+        require(BUSYBOX, "busybox-static")
+        proc = subprocess.Popen([BUSYBOX, "sleep", "60"])
+        try:
+            with h.Daemon() as d:
+                status, body = d.get(f"/debug/pprof/heap?pid={proc.pid}")
+                h.check_equal(status, 422, f"status for busybox (body {body!r})")
+                h.check_one_line_reason(body, "busybox refusal")
+                h.check(b"statically linked" in body and b"malloc" in body,
+                        f"the reason should say why: {body!r}")
+                want = f"heapprofd: process {proc.pid} cannot be profiled"
+                d.wait_until(lambda: want in d.stderr(), LOG_TIMEOUT_S, f"the log line {want!r}")
+                d.check_alive()
+        finally:
+            proc.kill()
+            proc.wait()
+
+    def test_a_stripped_static_program_is_profiled_from_its_debug_file(self):
+        """exact_static (exact.c, linked statically) stripped, its symbols in
+        /usr/lib/debug/.build-id/ of a mount namespace of its own (so nothing is
+        written to the host's): the same exact totals as from glibc's libc.so."""
+        built = os.path.join(h.WORKLOADS, "exact_static")
+        h.check(os.access(built, os.X_OK), f"{built} is not built")
+        h.check(shutil.which("unshare"), "unshare is missing (Debian package util-linux)")
+        with tempfile.TemporaryDirectory(prefix="heapprof-debug-") as tmp:
+            stripped, debug = os.path.join(tmp, "exact_static"), os.path.join(tmp, "exact.debug")
+            subprocess.run(["objcopy", "--only-keep-debug", built, debug], check=True)
+            subprocess.run(["objcopy", "--strip-all", built, stripped], check=True)
+            out = subprocess.run(["readelf", "-n", built], capture_output=True, text=True).stdout
+            m = re.search(r"Build ID: ([0-9a-f]+)", out)
+            h.check(m is not None, f"exact_static has no build ID:\n{out}")
+            build_id = m.group(1)
+            tree = os.path.join(tmp, "debug-root", ".build-id", build_id[:2])
+            os.makedirs(tree)
+            shutil.copy(debug, os.path.join(tree, build_id[2:] + ".debug"))
+            script = f"mount --bind {tmp}/debug-root /usr/lib/debug && exec {stripped}"
+            with h.Daemon("--sample-interval", "1") as d, h.Workload(
+                    "exact_static (stripped)",
+                    command=["unshare", "--mount", "--propagation", "private", "sh", "-c",
+                             script]) as w:
+                d.profile(f"/debug/pprof/heap?pid={w.pid}")
+                w.run()
+                body = d.profile(f"/debug/pprof/heap?pid={w.pid}")
+                w.finish()
+                d.check_alive()
+        totals = h.totals_by_leaf(h.decode(body).samples)
+        for leaf, want in h.EXACT_EXPECTED.items():
+            h.check_equal(totals.get(leaf), want, f"{leaf} totals (all leaves: {totals})")
 
 
 if __name__ == "__main__":
-    h.run([
-        test_node_stacks_reach_main_through_jit_code_with_js_names,
-        test_jvm_stacks_reach_start_thread_through_named_jit_frames,
-        test_python_311_stacks_reach_main,
-        test_musl_static_stacks_are_complete_and_counted_so,
-        test_musl_dynamic_stacks_are_complete_and_counted_so,
-        test_a_stripped_static_busybox_is_422_with_a_reason_and_a_log_line,
-        test_a_stripped_static_program_is_profiled_from_its_debug_file,
-    ])
+    h.main()

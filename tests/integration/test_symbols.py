@@ -15,6 +15,7 @@ import shutil
 import subprocess
 import tempfile
 import threading
+import unittest
 
 import heapprof_harness as h
 
@@ -134,13 +135,17 @@ def start_daemon():
     return h.Daemon("--sample-interval", "1")
 
 
+# The daemon the tests share and a scratch directory for the programs they
+# build (setUpModule).
 daemon = None
+SCRATCH = None
 
 
-def around():
-    global daemon
-    daemon = start_daemon()
-    return daemon
+def setUpModule():
+    global daemon, SCRATCH
+    SCRATCH = tempfile.mkdtemp(prefix="heapprof-symbols-")
+    unittest.addModuleCleanup(shutil.rmtree, SCRATCH, ignore_errors=True)
+    daemon = unittest.enterModuleContext(start_daemon())
 
 
 def cxx_profiles():
@@ -149,68 +154,10 @@ def cxx_profiles():
         return profile_of(daemon, w, "", "&symbolize=0")
 
 
-cxx = h.Once(cxx_profiles)
 CXX_BINARY = os.path.join(h.WORKLOADS, "cxx_symbols")
 
 
-def scratch_dir():
-    return tempfile.mkdtemp(prefix="heapprof-symbols-")
-
-
-scratch = h.Once(scratch_dir)
-
-
 # --- Tests --------------------------------------------------------------------
-
-def test_every_frame_matches_addr2line():
-    n = check_lines_match_addr2line(h.decode(cxx()[0]), CXX_BINARY, "cxx_symbols")
-    h.check(n >= 6, f"only {n} locations in cxx_symbols")
-
-
-def test_traces_show_short_names_and_inlined_calls_as_frames():
-    traces = h.traces(cxx()[0])
-    stacks = [[ln.strip() for ln in block.splitlines()[1:]]
-              for block in traces.split("-----------+")[1:]]
-    frames = [[re.sub(r"^\S+\s+", "", s[0])] + s[1:] for s in stacks if s]
-
-    def stack_with(leaf):
-        for f in frames:
-            if f and f[0] == leaf:
-                return f
-        h.check(False, f"no stack with leaf {leaf!r} in:\n{traces}")
-
-    grow = stack_with("shapes::MallocAllocator::allocate (inline)")
-    for want in ["std::allocator_traits::allocate (inline)", "std::_Vector_base::_M_allocate (inline)",
-                 "std::vector::_M_realloc_insert", "std::vector::push_back (inline)",
-                 "shapes::Grid::grow", "main"]:
-        h.check(want in grow, f"{want!r} missing from the vector's stack {grow}")
-    h.check(grow.index("std::vector::_M_realloc_insert") < grow.index("shapes::Grid::grow"),
-            f"frames out of order: {grow}")
-    label = stack_with("shapes::make_label (inline)")
-    h.check_equal(label[1:3], ["shapes::label_all", "main"], "the forced-inline stack")
-    strings = [f for f in frames if "main::{lambda(int)#1}::operator()" in f]
-    h.check(strings, f"no stack through the lambda in:\n{traces}")
-    for f in frames:
-        for name in f:
-            h.check(name.split(" (inline)")[0] not in ALLOCATOR_NAMES,
-                    f"allocator frame {name!r} in stack {f}")
-
-
-def test_mappings_are_honest_and_every_location_has_one():
-    p = h.decode(cxx()[0])
-    for lid, (address, mapping, lines) in p.locations.items():
-        h.check(mapping in p.mappings, f"location {lid} at {address:#x} has no mapping")
-    _, own = p.mapping_of(CXX_BINARY)
-    h.check_equal(own.build_id, build_id_of(CXX_BINARY), "cxx_symbols build ID")
-    # _start comes from crt1.o, which has no line information: no [FL]
-    h.check("[FN]" in own.flags, f"cxx_symbols mapping flags {own.flags}")
-    for m in p.mappings.values():
-        if "libstdc++" in m.file and not os.path.exists(
-                f"/usr/lib/debug/.build-id/{m.build_id[:2]}/{m.build_id[2:]}.debug"):
-            h.check("[FL]" not in m.flags and "[IN]" not in m.flags,
-                    f"libstdc++ has no debug file, yet flags {m.flags}")
-        if m.file.startswith("/"):
-            h.check(m.build_id != "", f"mapping of {m.file} without build ID")
 
 
 def upstream_pprof(body, *flags):
@@ -230,41 +177,6 @@ def upstream_pprof(body, *flags):
         return r.stdout
 
 
-def test_symbolize_0_serves_addresses_that_pprof_names_alike():
-    named, bare = cxx()
-    p = h.decode(bare)
-    for lid, (address, mapping, lines) in p.locations.items():
-        h.check(not lines, f"symbolize=0: location {lid} has lines {lines}")
-        h.check(mapping in p.mappings, f"symbolize=0: location {lid} has no mapping")
-    h.check(all(m.flags == "" for m in p.mappings.values()),
-            f"symbolize=0: mappings claim symbols:\n{p.raw}")
-    # pprof finds the binaries by their paths and checks their build IDs.
-    theirs, ours = h.parse_raw(upstream_pprof(bare, "-raw")), h.decode(named)
-    mid, _ = ours.mapping_of(CXX_BINARY)
-    by_address = {a: lines for a, _, lines in theirs.locations.values()}
-    names_ours, names_theirs = set(), set()
-    for address, mapping, lines in ours.locations.values():
-        if mapping != mid:
-            continue  # libraries: pprof's symbolizer and ours may pick other aliases
-        want = [ln.name for ln in by_address.get(address, [])]
-        h.check_equal([ln.name for ln in lines], want, f"names at {address:#x}")
-        names_ours |= {ln.name for ln in lines}
-        names_theirs |= set(want)
-    h.check_equal(names_theirs, names_ours, "cxx_symbols function names, pprof's vs ours")
-    top_ours = top_names(h.pprof(named, "-top", "-nodecount=1000"))
-    top_theirs = top_names(upstream_pprof(bare, "-top", "-nodecount=1000"))
-    h.check(names_ours <= top_ours and names_theirs <= top_theirs,
-            f"-top names: ours {sorted(top_ours)}, pprof's {sorted(top_theirs)}")
-
-
-def test_symbolize_takes_0_or_1_only():
-    for bad in ("2", "yes", "", "-1", "1x"):
-        status, body = daemon.get(f"/debug/pprof/heap?pid=1&symbolize={bad}")
-        h.check_equal(status, 400, f"symbolize={bad!r}")
-        h.check_one_line_reason(body, f"symbolize={bad!r}")
-        h.check(b"symbolize" in body, f"symbolize={bad!r}: reason {body!r} names no parameter")
-
-
 def top_names(text):
     """The function names of `pprof -top` output."""
     names = set()
@@ -276,96 +188,166 @@ def top_names(text):
     return names
 
 
-def test_stripped_binary_in_its_own_mount_namespace_uses_its_debug_file():
-    tmp = scratch()
-    binary = compile_copy(tmp, "ns_app", "a11ce5ec0000000000000000000000000000ee01")
-    build_id = build_id_of(binary)
-    debug = os.path.join(tmp, "debugroot", ".build-id", build_id[:2])
-    os.makedirs(debug)
-    subprocess.run(["objcopy", "--only-keep-debug", binary,
-                    os.path.join(debug, build_id[2:] + ".debug")], check=True)
-    subprocess.run(["strip", binary], check=True)
-    # Inside: a tmpfs over an empty directory of ours holds the binary, and
-    # the debug files the process sees are ours bind-mounted over /usr/lib/debug.
-    inside = os.path.join(tmp, "nsroot")
-    os.makedirs(inside)
-    made_debug_dir = not os.path.isdir("/usr/lib/debug")
-    if made_debug_dir:
-        os.makedirs("/usr/lib/debug")
-    script = (f"mount -t tmpfs tmpfs {inside} && mkdir {inside}/app && "
-              f"cp {binary} {inside}/app/ns_app && "
-              f"mount --bind {tmp}/debugroot /usr/lib/debug && exec {inside}/app/ns_app")
-    try:
-        with Spawned(["unshare", "-m", "--propagation", "private", "sh", "-c", script],
-                     "ns_app") as w:
-            path = f"{inside}/app/ns_app"
-            h.check(not os.path.exists(path), f"{path} exists outside the namespace")
-            (body,) = profile_of(daemon, w, "")
-    finally:
+class CxxTest(unittest.TestCase):
+    """cxx_symbols.cpp, profiled once (symbolized and symbolize=0) for these tests."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.cxx = cxx_profiles()
+
+    def test_every_frame_matches_addr2line(self):
+        n = check_lines_match_addr2line(h.decode(self.cxx[0]), CXX_BINARY, "cxx_symbols")
+        h.check(n >= 6, f"only {n} locations in cxx_symbols")
+
+    def test_traces_show_short_names_and_inlined_calls_as_frames(self):
+        traces = h.traces(self.cxx[0])
+        stacks = [[ln.strip() for ln in block.splitlines()[1:]]
+                  for block in traces.split("-----------+")[1:]]
+        frames = [[re.sub(r"^\S+\s+", "", s[0])] + s[1:] for s in stacks if s]
+
+        def stack_with(leaf):
+            for f in frames:
+                if f and f[0] == leaf:
+                    return f
+            h.check(False, f"no stack with leaf {leaf!r} in:\n{traces}")
+
+        grow = stack_with("shapes::MallocAllocator::allocate (inline)")
+        for want in ["std::allocator_traits::allocate (inline)", "std::_Vector_base::_M_allocate (inline)",
+                     "std::vector::_M_realloc_insert", "std::vector::push_back (inline)",
+                     "shapes::Grid::grow", "main"]:
+            h.check(want in grow, f"{want!r} missing from the vector's stack {grow}")
+        h.check(grow.index("std::vector::_M_realloc_insert") < grow.index("shapes::Grid::grow"),
+                f"frames out of order: {grow}")
+        label = stack_with("shapes::make_label (inline)")
+        h.check_equal(label[1:3], ["shapes::label_all", "main"], "the forced-inline stack")
+        strings = [f for f in frames if "main::{lambda(int)#1}::operator()" in f]
+        h.check(strings, f"no stack through the lambda in:\n{traces}")
+        for f in frames:
+            for name in f:
+                h.check(name.split(" (inline)")[0] not in ALLOCATOR_NAMES,
+                        f"allocator frame {name!r} in stack {f}")
+
+    def test_mappings_are_honest_and_every_location_has_one(self):
+        p = h.decode(self.cxx[0])
+        for lid, (address, mapping, lines) in p.locations.items():
+            h.check(mapping in p.mappings, f"location {lid} at {address:#x} has no mapping")
+        _, own = p.mapping_of(CXX_BINARY)
+        h.check_equal(own.build_id, build_id_of(CXX_BINARY), "cxx_symbols build ID")
+        # _start comes from crt1.o, which has no line information: no [FL]
+        h.check("[FN]" in own.flags, f"cxx_symbols mapping flags {own.flags}")
+        for m in p.mappings.values():
+            if "libstdc++" in m.file and not os.path.exists(
+                    f"/usr/lib/debug/.build-id/{m.build_id[:2]}/{m.build_id[2:]}.debug"):
+                h.check("[FL]" not in m.flags and "[IN]" not in m.flags,
+                        f"libstdc++ has no debug file, yet flags {m.flags}")
+            if m.file.startswith("/"):
+                h.check(m.build_id != "", f"mapping of {m.file} without build ID")
+
+    def test_symbolize_0_serves_addresses_that_pprof_names_alike(self):
+        named, bare = self.cxx
+        p = h.decode(bare)
+        for lid, (address, mapping, lines) in p.locations.items():
+            h.check(not lines, f"symbolize=0: location {lid} has lines {lines}")
+            h.check(mapping in p.mappings, f"symbolize=0: location {lid} has no mapping")
+        h.check(all(m.flags == "" for m in p.mappings.values()),
+                f"symbolize=0: mappings claim symbols:\n{p.raw}")
+        # pprof finds the binaries by their paths and checks their build IDs.
+        theirs, ours = h.parse_raw(upstream_pprof(bare, "-raw")), h.decode(named)
+        mid, _ = ours.mapping_of(CXX_BINARY)
+        by_address = {a: lines for a, _, lines in theirs.locations.values()}
+        names_ours, names_theirs = set(), set()
+        for address, mapping, lines in ours.locations.values():
+            if mapping != mid:
+                continue  # libraries: pprof's symbolizer and ours may pick other aliases
+            want = [ln.name for ln in by_address.get(address, [])]
+            h.check_equal([ln.name for ln in lines], want, f"names at {address:#x}")
+            names_ours |= {ln.name for ln in lines}
+            names_theirs |= set(want)
+        h.check_equal(names_theirs, names_ours, "cxx_symbols function names, pprof's vs ours")
+        top_ours = top_names(h.pprof(named, "-top", "-nodecount=1000"))
+        top_theirs = top_names(upstream_pprof(bare, "-top", "-nodecount=1000"))
+        h.check(names_ours <= top_ours and names_theirs <= top_theirs,
+                f"-top names: ours {sorted(top_ours)}, pprof's {sorted(top_theirs)}")
+
+
+class BuiltProgramsTest(unittest.TestCase):
+    """Programs built or changed at test time: their own names, debug files, deletions."""
+
+    def test_symbolize_takes_0_or_1_only(self):
+        for bad in ("2", "yes", "", "-1", "1x"):
+            status, body = daemon.get(f"/debug/pprof/heap?pid=1&symbolize={bad}")
+            h.check_equal(status, 400, f"symbolize={bad!r}")
+            h.check_one_line_reason(body, f"symbolize={bad!r}")
+            h.check(b"symbolize" in body, f"symbolize={bad!r}: reason {body!r} names no parameter")
+
+    def test_stripped_binary_in_its_own_mount_namespace_uses_its_debug_file(self):
+        tmp = SCRATCH
+        binary = compile_copy(tmp, "ns_app", "a11ce5ec0000000000000000000000000000ee01")
+        build_id = build_id_of(binary)
+        debug = os.path.join(tmp, "debugroot", ".build-id", build_id[:2])
+        os.makedirs(debug)
+        subprocess.run(["objcopy", "--only-keep-debug", binary,
+                        os.path.join(debug, build_id[2:] + ".debug")], check=True)
+        subprocess.run(["strip", binary], check=True)
+        # Inside: a tmpfs over an empty directory of ours holds the binary, and
+        # the debug files the process sees are ours bind-mounted over /usr/lib/debug.
+        inside = os.path.join(tmp, "nsroot")
+        os.makedirs(inside)
+        made_debug_dir = not os.path.isdir("/usr/lib/debug")
         if made_debug_dir:
-            os.rmdir("/usr/lib/debug")
-    p = h.decode(body)
-    _, m = p.mapping_of(path)
-    h.check_equal(m.build_id, build_id, "ns_app build ID")
-    lines = [ln for _, mp, ls in p.locations.values() for ln in ls]
-    label = [ln for ln in lines if ln.name == "shapes::label_all"]
-    h.check(label and label[0].file.endswith("cxx_symbols.cpp") and label[0].line > 0,
-            f"shapes::label_all without its file and line from the debug file: {lines}")
-    h.check("shapes::make_label" in p.names(), f"inlined make_label missing: {p.names()}")
+            os.makedirs("/usr/lib/debug")
+        script = (f"mount -t tmpfs tmpfs {inside} && mkdir {inside}/app && "
+                  f"cp {binary} {inside}/app/ns_app && "
+                  f"mount --bind {tmp}/debugroot /usr/lib/debug && exec {inside}/app/ns_app")
+        try:
+            with Spawned(["unshare", "-m", "--propagation", "private", "sh", "-c", script],
+                         "ns_app") as w:
+                path = f"{inside}/app/ns_app"
+                h.check(not os.path.exists(path), f"{path} exists outside the namespace")
+                (body,) = profile_of(daemon, w, "")
+        finally:
+            if made_debug_dir:
+                os.rmdir("/usr/lib/debug")
+        p = h.decode(body)
+        _, m = p.mapping_of(path)
+        h.check_equal(m.build_id, build_id, "ns_app build ID")
+        lines = [ln for _, mp, ls in p.locations.values() for ln in ls]
+        label = [ln for ln in lines if ln.name == "shapes::label_all"]
+        h.check(label and label[0].file.endswith("cxx_symbols.cpp") and label[0].line > 0,
+                f"shapes::label_all without its file and line from the debug file: {lines}")
+        h.check("shapes::make_label" in p.names(), f"inlined make_label missing: {p.names()}")
 
+    def test_binary_with_only_dynsym_is_named_without_files(self):
+        tmp = SCRATCH
+        binary = compile_copy(tmp, "dynsym_app", "a11ce5ec0000000000000000000000000000ee02",
+                              "-rdynamic")
+        subprocess.run(["strip", binary], check=True)
+        with Spawned([binary], "dynsym_app") as w:
+            (body,) = profile_of(daemon, w, "")
+        p = h.decode(body)
+        mid, m = p.mapping_of(binary)
+        h.check("[FL]" not in m.flags and "[LN]" not in m.flags and "[IN]" not in m.flags,
+                f".dynsym only, yet mapping flags {m.flags}")
+        names = {ln.name for _, mp, ls in p.locations.values() if mp == mid for ln in ls}
+        for want in ("shapes::label_all", "main"):
+            h.check(want in names, f"{want} not named from .dynsym: {names}")
+        files = {ln.file for _, mp, ls in p.locations.values() if mp == mid for ln in ls}
+        h.check(files <= {""}, f"files without debug information: {files}")
 
-def test_binary_with_only_dynsym_is_named_without_files():
-    tmp = scratch()
-    binary = compile_copy(tmp, "dynsym_app", "a11ce5ec0000000000000000000000000000ee02",
-                          "-rdynamic")
-    subprocess.run(["strip", binary], check=True)
-    with Spawned([binary], "dynsym_app") as w:
-        (body,) = profile_of(daemon, w, "")
-    p = h.decode(body)
-    mid, m = p.mapping_of(binary)
-    h.check("[FL]" not in m.flags and "[LN]" not in m.flags and "[IN]" not in m.flags,
-            f".dynsym only, yet mapping flags {m.flags}")
-    names = {ln.name for _, mp, ls in p.locations.values() if mp == mid for ln in ls}
-    for want in ("shapes::label_all", "main"):
-        h.check(want in names, f"{want} not named from .dynsym: {names}")
-    files = {ln.file for _, mp, ls in p.locations.values() if mp == mid for ln in ls}
-    h.check(files <= {""}, f"files without debug information: {files}")
-
-
-def test_binary_deleted_after_start_is_still_named():
-    tmp = scratch()
-    binary = compile_copy(tmp, "deleted_app", "a11ce5ec0000000000000000000000000000ee03")
-    with Spawned([binary], "deleted_app") as w:
-        os.unlink(binary)
-        (body,) = profile_of(daemon, w, "")
-    p = h.decode(body)
-    _, m = p.mapping_of(binary)
-    h.check_equal(m.build_id, "a11ce5ec0000000000000000000000000000ee03", "deleted_app build ID")
-    lines = [ln for _, _, ls in p.locations.values() for ln in ls]
-    label = [ln for ln in lines if ln.name == "shapes::label_all"]
-    h.check(label and label[0].file.endswith("cxx_symbols.cpp"),
-            f"deleted binary not named with files: {lines}")
-
-
-def cleanup():
-    """Removes the scratch directory, if one was made."""
-    try:
-        shutil.rmtree(scratch(), ignore_errors=True)
-    except h.Failure:
-        pass
+    def test_binary_deleted_after_start_is_still_named(self):
+        tmp = SCRATCH
+        binary = compile_copy(tmp, "deleted_app", "a11ce5ec0000000000000000000000000000ee03")
+        with Spawned([binary], "deleted_app") as w:
+            os.unlink(binary)
+            (body,) = profile_of(daemon, w, "")
+        p = h.decode(body)
+        _, m = p.mapping_of(binary)
+        h.check_equal(m.build_id, "a11ce5ec0000000000000000000000000000ee03", "deleted_app build ID")
+        lines = [ln for _, _, ls in p.locations.values() for ln in ls]
+        label = [ln for ln in lines if ln.name == "shapes::label_all"]
+        h.check(label and label[0].file.endswith("cxx_symbols.cpp"),
+                f"deleted binary not named with files: {lines}")
 
 
 if __name__ == "__main__":
-    try:
-        h.run([
-            test_every_frame_matches_addr2line,
-            test_traces_show_short_names_and_inlined_calls_as_frames,
-            test_mappings_are_honest_and_every_location_has_one,
-            test_symbolize_0_serves_addresses_that_pprof_names_alike,
-            test_symbolize_takes_0_or_1_only,
-            test_stripped_binary_in_its_own_mount_namespace_uses_its_debug_file,
-            test_binary_with_only_dynsym_is_named_without_files,
-            test_binary_deleted_after_start_is_still_named,
-        ], around=around)
-    finally:
-        cleanup()
+    h.main()

@@ -43,6 +43,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import unittest
 
 import heapprof_harness as h
 
@@ -353,48 +354,41 @@ def python_script():
     return path
 
 
-def python_argv(count):
+def python_argv(script, count):
     h.check(os.access(PYTHON, os.X_OK), f"{PYTHON} is missing (Debian package python3)")
     # -I -S: no user site, no site module, no environment: fewer stray imports.
-    return [os.path.realpath(PYTHON), "-I", "-S", script(), str(count)]
+    return [os.path.realpath(PYTHON), "-I", "-S", script, str(count)]
 
 
-def profile_python():
+def profile_python(script):
     """python3 running allocate_here under heapprofd at PY_INTERVAL, its allocs profile."""
     # An absolute path as the workload name: os.path.join keeps it as it is.
-    return profile_under_heapprofd(python_argv(PY_COUNT_PROFILED), PY_INTERVAL, "allocs")
+    return profile_under_heapprofd(python_argv(script, PY_COUNT_PROFILED), PY_INTERVAL, "allocs")
 
 
-def gdb_python():
+def gdb_python(script):
     """gdb's backtraces at allocate_here's malloc(PY_BYTES + 33): b"x" * n
     is PyObject_Malloc(offsetof(PyBytesObject, ob_sval) + 1 + n), which
     passes sizes over 512 to malloc. Fails if no malloc had that size."""
     size = PY_BYTES + 33
-    stacks = gdb_backtraces(python_argv(PY_COUNT_GDB), [size], "go\n\n").get(size, [])
+    stacks = gdb_backtraces(python_argv(script, PY_COUNT_GDB), [size], "go\n\n").get(size, [])
     h.check(len(stacks) >= PY_COUNT_GDB,
             f"gdb saw {len(stacks)} malloc({size}) calls of python3, expected "
             f"{PY_COUNT_GDB} (has b'x' * n another allocation size in this Python?)")
     return stacks
 
 
-script = h.Once(python_script)
-workload = h.Once(profile_workload)
-workload_gdb = h.Once(gdb_workload)
-python = h.Once(profile_python)
-python_gdb = h.Once(gdb_python)
-
-
 # --- Tests: the workload ----------------------------------------------------
 
-def site_samples(size):
+def site_samples(t, size):
     """Our samples of one site: those whose objects all have its size."""
-    samples, _ = workload()
+    samples, _ = t.workload
     return [s for s in samples if s.values[0] and s.values[1] == size * s.values[0]]
 
 
-def site_backtrace(size):
+def site_backtrace(t, size):
     """gdb's backtrace at the site (all its mallocs have the same one)."""
-    stacks = workload_gdb().get(size, [])
+    stacks = t.workload_gdb.get(size, [])
     h.check(len(stacks) == SITE_COUNT,
             f"gdb stopped {len(stacks)} times at malloc({size}), expected {SITE_COUNT}")
     for bt in stacks[1:]:
@@ -403,16 +397,17 @@ def site_backtrace(size):
     return stacks[0]
 
 
-def check_site(size):
-    """Fails unless the site's one sample (3 objects) has gdb's stack."""
+def check_site(t, size):
+    """Fails unless the site's one sample (3 objects) in test t's profile
+    has gdb's stack."""
     what, leaf = SITES[size]
-    ours = site_samples(size)
+    ours = site_samples(t, size)
     h.check(len(ours) == 1,
             f"site {size} ({what}): expected 1 sample of {SITE_COUNT} x {size} bytes, got "
-            f"{len(ours)}:\n" + "\n".join(map(repr, workload()[0])))
+            f"{len(ours)}:\n" + "\n".join(map(repr, t.workload[0])))
     h.check_equal(ours[0].values, [SITE_COUNT, SITE_COUNT * size] * 2,
                   f"site {size} ({what}): sample values")
-    theirs = comparable_gdb_frames(site_backtrace(size))
+    theirs = comparable_gdb_frames(site_backtrace(t, size))
     h.check(theirs and theirs[0].name == leaf,
             f"site {size} ({what}): gdb's #1 is not {leaf}: {theirs}")
     h.check(any(f.name == "main" for f in theirs), f"site {size}: gdb never reached main")
@@ -421,63 +416,6 @@ def check_site(size):
     h.check(ok, f"site {size} ({what}): the sampled stack is not gdb's "
                 f"({len(frames)} frames, gdb {len(theirs)}):\n" + side_by_side(frames, theirs))
     return frames, theirs
-
-
-def test_the_deep_chain_through_the_library_matches_gdb():
-    # 14 frames to main: exe -> library -> exe callback -> 5 x recurse ->
-    # a VLA frame (CFA from %rbp) -> the leaf.
-    frames, theirs = check_site(1111)
-    names = [f.name for f in theirs]
-    h.check(names.count("recurse") == 5 and "vla_frame" in names and "lib_chain_2" in names
-            and names.index("main") >= 13,
-            f"the deep site is not the chain the workload means: {names}")
-
-
-def test_the_tail_called_function_returns_to_the_callers_caller_as_in_gdb():
-    # tail_caller jumped to tail_callee: it is on neither stack, and
-    # tail_callee's caller is lib_to_exe in the library.
-    frames, theirs = check_site(2222)
-    names = [f.name for f in theirs]
-    h.check("tail_caller" not in names and names[:3] == ["alloc_after_tail", "tail_callee",
-                                                         "lib_to_exe"],
-            f"the tail-call site is not the chain the workload means: {names}")
-
-
-def test_the_alloca_frame_matches_gdb():
-    check_site(3333)
-
-
-def test_the_signal_handler_stack_goes_through_the_signal_frame_as_in_gdb():
-    # Compared, frame for frame: the handler's frames (alloc_in_handler,
-    # on_sigusr1); the signal frame, whose pc is libc's __restore_rt (gdb's
-    # <signal handler called>; our name for it does not matter, its address
-    # does: the return address the kernel gave the handler, minus one); then
-    # the interrupted frames, starting with the exact pc the signal
-    # interrupted in libc (__pthread_kill_implementation after tgkill), raise,
-    # and the workload's signal_chain_2 ... main ... _start. gdb's tail-call
-    # frame __pthread_kill_internal (inferred, not on the stack) is left out.
-    frames, theirs = check_site(4444)
-    types = [f.type for f in theirs]
-    h.check(GDB_SIGTRAMP in types and theirs[types.index(GDB_SIGTRAMP) - 1].name == "on_sigusr1",
-            f"gdb's backtrace has no signal frame after the handler: {theirs}")
-
-
-def test_the_allocation_inside_the_shared_library_matches_gdb():
-    check_site(5555)
-
-
-def test_every_workload_stack_ends_at_start():
-    samples, _ = workload()
-    bad = [s for s in samples if not s.frames or s.frames[-1].name != "_start"]
-    h.check(samples and not bad,
-            "samples whose outermost frame is not _start:\n" + "\n".join(map(repr, bad)))
-
-
-def test_the_workload_stacks_were_walked_with_tables():
-    _, values = workload()
-    print_metrics("unwind metrics after the workload", values)
-    # Each of the 5 x 3 sampled allocations was walked with the tables.
-    check_walked_with_tables(values, len(SITES) * SITE_COUNT, "workload")
 
 
 # --- Tests: python3 -----------------------------------------------------------
@@ -491,62 +429,117 @@ def python_ends_at_start(sample, gdb_outermost):
     return last.name in START_NAMES or same_frame(last, gdb_outermost)
 
 
-def test_python_stacks_go_through_the_interpreter_down_to_the_start():
-    samples, _ = python()
-    outermost = comparable_gdb_frames(python_gdb()[0])[-1]
-    h.check(samples, "the python3 profile has no samples")
-    good = [s for s in samples
-            if len(s.frames) >= PY_MIN_DEPTH and python_ends_at_start(s, outermost)]
-    by_count = len(good) / len(samples)
-    total_bytes = sum(s.values[1] for s in samples)
-    by_bytes = sum(s.values[1] for s in good) / total_bytes if total_bytes else 0.0
-    print(f"python3: {len(good)} of {len(samples)} stacks ({by_count:.1%}), "
-          f"{by_bytes:.1%} of sampled bytes, are {PY_MIN_DEPTH}+ frames deep and end "
-          f"at the start", flush=True)
-    bad = [s for s in samples if s not in good]
-    h.check(by_count >= PY_MIN_FRACTION and by_bytes >= PY_MIN_FRACTION,
-            f"python3: only {by_count:.1%} of stacks and {by_bytes:.1%} of bytes are "
-            f"{PY_MIN_DEPTH}+ frames deep and end at the start; the others:\n"
-            + "\n".join(map(repr, bad[:20])))
-    interpreter = [s for s in good if any(f.name == "_PyEval_EvalFrameDefault"
-                                          for f in s.frames)]
-    h.check(interpreter, "no python3 stack goes through _PyEval_EvalFrameDefault:\n"
-                         + "\n".join(map(repr, samples[:20])))
+class WorkloadTest(unittest.TestCase):
+    """The unwind workload's sites, profiled once and run once under gdb."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.workload = profile_workload()
+        cls.workload_gdb = gdb_workload()
+
+    def test_the_deep_chain_through_the_library_matches_gdb(self):
+        # 14 frames to main: exe -> library -> exe callback -> 5 x recurse ->
+        # a VLA frame (CFA from %rbp) -> the leaf.
+        frames, theirs = check_site(self, 1111)
+        names = [f.name for f in theirs]
+        h.check(names.count("recurse") == 5 and "vla_frame" in names and "lib_chain_2" in names
+                and names.index("main") >= 13,
+                f"the deep site is not the chain the workload means: {names}")
+
+    def test_the_tail_called_function_returns_to_the_callers_caller_as_in_gdb(self):
+        # tail_caller jumped to tail_callee: it is on neither stack, and
+        # tail_callee's caller is lib_to_exe in the library.
+        frames, theirs = check_site(self, 2222)
+        names = [f.name for f in theirs]
+        h.check("tail_caller" not in names and names[:3] == ["alloc_after_tail", "tail_callee",
+                                                             "lib_to_exe"],
+                f"the tail-call site is not the chain the workload means: {names}")
+
+    def test_the_alloca_frame_matches_gdb(self):
+        check_site(self, 3333)
+
+    def test_the_signal_handler_stack_goes_through_the_signal_frame_as_in_gdb(self):
+        # Compared, frame for frame: the handler's frames (alloc_in_handler,
+        # on_sigusr1); the signal frame, whose pc is libc's __restore_rt (gdb's
+        # <signal handler called>; our name for it does not matter, its address
+        # does: the return address the kernel gave the handler, minus one); then
+        # the interrupted frames, starting with the exact pc the signal
+        # interrupted in libc (__pthread_kill_implementation after tgkill), raise,
+        # and the workload's signal_chain_2 ... main ... _start. gdb's tail-call
+        # frame __pthread_kill_internal (inferred, not on the stack) is left out.
+        frames, theirs = check_site(self, 4444)
+        types = [f.type for f in theirs]
+        h.check(GDB_SIGTRAMP in types and theirs[types.index(GDB_SIGTRAMP) - 1].name == "on_sigusr1",
+                f"gdb's backtrace has no signal frame after the handler: {theirs}")
+
+    def test_the_allocation_inside_the_shared_library_matches_gdb(self):
+        check_site(self, 5555)
+
+    def test_every_workload_stack_ends_at_start(self):
+        samples, _ = self.workload
+        bad = [s for s in samples if not s.frames or s.frames[-1].name != "_start"]
+        h.check(samples and not bad,
+                "samples whose outermost frame is not _start:\n" + "\n".join(map(repr, bad)))
+
+    def test_the_workload_stacks_were_walked_with_tables(self):
+        _, values = self.workload
+        print_metrics("unwind metrics after the workload", values)
+        # Each of the 5 x 3 sampled allocations was walked with the tables.
+        check_walked_with_tables(values, len(SITES) * SITE_COUNT, "workload")
 
 
-def test_python_allocate_here_stack_matches_gdb():
-    theirs = comparable_gdb_frames(python_gdb()[0])
-    samples, _ = python()
-    # Our samples of that malloc: the leaf is gdb's #1 (in PyObject_Malloc).
-    candidates = [s for s in samples if s.frames and same_frame(s.frames[0], theirs[0])]
-    h.check(candidates, f"no python3 sample has gdb's #1 {theirs[0]} as leaf; samples:\n"
-                        + "\n".join(map(repr, samples[:20])))
-    best = max(candidates, key=lambda s: (matching_frames(s.frames, theirs), s.values[1]))
-    matched = matching_frames(best.frames, theirs)
-    print(f"python3: {matched} of {len(theirs)} of gdb's frames match "
-          f"(our stack: {len(best.frames)} frames, {best.values[0]} allocations, "
-          f"{best.values[1]} bytes):\n" + side_by_side(best.frames, theirs), flush=True)
-    h.check(matched >= PY_MIN_FRACTION * len(theirs),
-            f"python3: only {matched} of {len(theirs)} of gdb's frames match:\n"
-            + side_by_side(best.frames, theirs))
+class PythonTest(unittest.TestCase):
+    """Debian's python3 running allocate_here, profiled once and run once under gdb."""
 
+    @classmethod
+    def setUpClass(cls):
+        script = python_script()
+        cls.python = profile_python(script)
+        cls.python_gdb = gdb_python(script)
 
-def test_the_python_stacks_were_walked_with_tables():
-    _, values = python()
-    print_metrics("unwind metrics after python3", values)
-    check_walked_with_tables(values, 1, "python3")
+    def test_python_stacks_go_through_the_interpreter_down_to_the_start(self):
+        samples, _ = self.python
+        outermost = comparable_gdb_frames(self.python_gdb[0])[-1]
+        h.check(samples, "the python3 profile has no samples")
+        good = [s for s in samples
+                if len(s.frames) >= PY_MIN_DEPTH and python_ends_at_start(s, outermost)]
+        by_count = len(good) / len(samples)
+        total_bytes = sum(s.values[1] for s in samples)
+        by_bytes = sum(s.values[1] for s in good) / total_bytes if total_bytes else 0.0
+        print(f"python3: {len(good)} of {len(samples)} stacks ({by_count:.1%}), "
+              f"{by_bytes:.1%} of sampled bytes, are {PY_MIN_DEPTH}+ frames deep and end "
+              f"at the start", flush=True)
+        bad = [s for s in samples if s not in good]
+        h.check(by_count >= PY_MIN_FRACTION and by_bytes >= PY_MIN_FRACTION,
+                f"python3: only {by_count:.1%} of stacks and {by_bytes:.1%} of bytes are "
+                f"{PY_MIN_DEPTH}+ frames deep and end at the start; the others:\n"
+                + "\n".join(map(repr, bad[:20])))
+        interpreter = [s for s in good if any(f.name == "_PyEval_EvalFrameDefault"
+                                              for f in s.frames)]
+        h.check(interpreter, "no python3 stack goes through _PyEval_EvalFrameDefault:\n"
+                             + "\n".join(map(repr, samples[:20])))
+
+    def test_python_allocate_here_stack_matches_gdb(self):
+        theirs = comparable_gdb_frames(self.python_gdb[0])
+        samples, _ = self.python
+        # Our samples of that malloc: the leaf is gdb's #1 (in PyObject_Malloc).
+        candidates = [s for s in samples if s.frames and same_frame(s.frames[0], theirs[0])]
+        h.check(candidates, f"no python3 sample has gdb's #1 {theirs[0]} as leaf; samples:\n"
+                            + "\n".join(map(repr, samples[:20])))
+        best = max(candidates, key=lambda s: (matching_frames(s.frames, theirs), s.values[1]))
+        matched = matching_frames(best.frames, theirs)
+        print(f"python3: {matched} of {len(theirs)} of gdb's frames match "
+              f"(our stack: {len(best.frames)} frames, {best.values[0]} allocations, "
+              f"{best.values[1]} bytes):\n" + side_by_side(best.frames, theirs), flush=True)
+        h.check(matched >= PY_MIN_FRACTION * len(theirs),
+                f"python3: only {matched} of {len(theirs)} of gdb's frames match:\n"
+                + side_by_side(best.frames, theirs))
+
+    def test_the_python_stacks_were_walked_with_tables(self):
+        _, values = self.python
+        print_metrics("unwind metrics after python3", values)
+        check_walked_with_tables(values, 1, "python3")
 
 
 if __name__ == "__main__":
-    h.run([
-        test_the_deep_chain_through_the_library_matches_gdb,
-        test_the_tail_called_function_returns_to_the_callers_caller_as_in_gdb,
-        test_the_alloca_frame_matches_gdb,
-        test_the_signal_handler_stack_goes_through_the_signal_frame_as_in_gdb,
-        test_the_allocation_inside_the_shared_library_matches_gdb,
-        test_every_workload_stack_ends_at_start,
-        test_the_workload_stacks_were_walked_with_tables,
-        test_python_stacks_go_through_the_interpreter_down_to_the_start,
-        test_python_allocate_here_stack_matches_gdb,
-        test_the_python_stacks_were_walked_with_tables,
-    ])
+    h.main()

@@ -60,6 +60,14 @@ static int check_failures;
         fprintf(stderr, "%s %s\n", check_failures == before_ ? "ok  " : "FAIL", #fn);              \
     } while (0)
 
+/* RUN_TEST for a test function that takes one argument (a file, a case). */
+#define RUN_TEST_WITH(fn, arg)                                                                     \
+    do {                                                                                           \
+        int before_ = check_failures;                                                              \
+        fn(arg);                                                                                   \
+        fprintf(stderr, "%s %s(%s)\n", check_failures == before_ ? "ok  " : "FAIL", #fn, #arg);    \
+    } while (0)
+
 static inline int check_exit_code(void)
 {
     return check_failures ? 1 : 0;

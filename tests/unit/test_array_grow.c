@@ -69,9 +69,9 @@ static void a_size_past_size_t_is_refused_and_nothing_changes(void)
 
 int main(void)
 {
-    an_array_with_room_is_returned_as_it_is();
-    appends_double_the_capacity_from_the_first_size();
-    a_large_need_is_met_in_one_step();
-    a_size_past_size_t_is_refused_and_nothing_changes();
+    RUN_TEST(an_array_with_room_is_returned_as_it_is);
+    RUN_TEST(appends_double_the_capacity_from_the_first_size);
+    RUN_TEST(a_large_need_is_met_in_one_step);
+    RUN_TEST(a_size_past_size_t_is_refused_and_nothing_changes);
     return check_exit_code();
 }
