@@ -73,6 +73,9 @@ enum hp_stat {
                                 * holds its share (hp_process_share): sample dropped */
     HP_STAT_SHARE_LIVE,        /* a live entry refused: the process holds its share of the
                                 * live map; allocation not tracked for in-use */
+    HP_STAT_FREES_UNSEEN,      /* in-process: a live sample's address given out again, its free
+                                * made through no slot (a pointer to free kept from before the
+                                * attach): taken out of in-use then */
     HP_STAT_COUNT,
 };
 

@@ -23,7 +23,8 @@
 
 /*
  * hp_report_alloc(ptr, size, kind, ret, sp) (cookie HP_REPORT_ALLOC) and
- * hp_report_free(ptr) (cookie HP_REPORT_FREE).
+ * hp_report_free(ptr, reason) (cookie HP_REPORT_FREE; reason as
+ * enum hp_free_reason of sampler/hp_sampler.h: 1 for a free no slot saw).
  */
 SEC("uprobe")
 int hp_report(struct pt_regs *ctx)
@@ -31,6 +32,8 @@ int hp_report(struct pt_regs *ctx)
     __u32 tgid = bpf_get_current_pid_tgid() >> 32;
     __u64 ptr = PT_REGS_PARM1(ctx);
     if (bpf_get_attach_cookie(ctx) == HP_REPORT_FREE) {
+        if (PT_REGS_PARM2(ctx) == 1 /* HP_FREED_UNSEEN */)
+            count_stat(HP_STAT_FREES_UNSEEN);
         untrack(tgid, ptr);
         return 0;
     }

@@ -33,16 +33,14 @@
 /* Threads share countdown slots found by a hash of their thread pointer:
  * 1024 slots of one cache line each (64 KiB). Two threads in one slot only
  * share a countdown, which stays unbiased (waits are memoryless). */
-#define HP_SAMPLER_SLOTS_LOG2 10
-#define HP_SAMPLER_SLOTS (1 << HP_SAMPLER_SLOTS_LOG2)
+#define HP_SAMPLER_SLOTS (1 << HP_SAMPLER_SLOTS_LOG2) /* hp_limits.h */
 
 /* The filter of sampled pointers still alive: 8192 buckets of 8 pointers
  * (one cache line each, 512 KiB), and a byte per bucket saying how many it
  * holds (8 KiB, small enough to stay in cache, so that freeing an unsampled
  * pointer costs one load). At the default interval a process has about one
  * live sample per 512 KiB of heap: 16 GiB of heap fill a quarter of it. */
-#define HP_FILTER_BUCKETS_LOG2 13
-#define HP_FILTER_BUCKETS (1 << HP_FILTER_BUCKETS_LOG2)
+#define HP_FILTER_BUCKETS (1 << HP_FILTER_BUCKETS_LOG2) /* hp_limits.h */
 #define HP_FILTER_WAYS 8
 /* A bucket that overflowed: every free hashing to it is reported (the BPF
  * side looks the pointer up), so nothing is missed, only slower. */

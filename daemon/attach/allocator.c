@@ -252,6 +252,8 @@ static int plan_entry_points(pid_t pid, const struct proc_maps *maps, struct can
             if (elf_file_machine(c->ef) != EM_X86_64)
                 return -EXDEV;
             bind(maps, c, allocator_names[k].name, &sym, plan);
+            if (i == 0 && allocator_names[k].kind == HP_MALLOC)
+                plan->malloc_in_executable = 1;
             e = plan_function(pid, maps, c, k, &sym, plan);
             if (e == -ENOENT)
                 e = 0; /* calls bind here even so; unmapped code cannot be probed */

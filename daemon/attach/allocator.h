@@ -54,6 +54,8 @@ struct allocator_plan {
     struct allocator_binding bound[ALLOCATOR_MAX_BINDINGS];
     size_t nbound;
     uint64_t r_debug; /* the linker's struct r_debug in the process, 0: unknown (static) */
+    int malloc_in_executable; /* malloc is the executable's own: its calls to it go through
+                               * no relocation slot */
 };
 
 /*

@@ -125,6 +125,11 @@ int inprocess_plan(const struct allocator_plan *plan, struct inject_plan *out, c
         [HP_E_DLOPEN] = "dlopen",       [HP_E_DLMOPEN] = "dlmopen",
     };
     memset(out, 0, sizeof(*out));
+    if (plan->malloc_in_executable) {
+        snprintf(err, errlen, "its allocator is linked into the executable, whose own calls go "
+                 "through no relocation slot");
+        return -ENOENT;
+    }
     for (int e = 0; e < HP_ENTRY_COUNT; e++)
         out->orig[e] = allocator_bound(plan, entry_names[e]);
     for (size_t i = 0; i < plan->n && i < HP_MAX_FUNCS; i++) {

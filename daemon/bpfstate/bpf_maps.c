@@ -420,6 +420,7 @@ const char *bpf_state_stat_name(enum hp_stat s)
         [HP_STAT_RETURNS_UNHIDDEN] = "return_addresses_unhidden",
         [HP_STAT_SHARE_STACKS] = "samples_dropped_process_stack_share",
         [HP_STAT_SHARE_LIVE] = "allocations_untracked_process_live_share",
+        [HP_STAT_FREES_UNSEEN] = "frees_unseen",
     };
     return (unsigned)s < HP_STAT_COUNT ? names[s] : "unknown";
 }

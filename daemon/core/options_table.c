@@ -278,7 +278,7 @@ const struct option_def option_table[] = {
     {"probe-layout", required_argument, "L", set_choice, .def = "auto", .choice = layout_choice,
      FIELD(layout), .help = "how probes attach: {choices} (default {default})",
      .wants = "{choices}", .flags = OPT_RESTART},
-    {"sampler", required_argument, "S", set_choice, .def = "uprobe", .choice = sampler_choice,
+    {"sampler", required_argument, "S", set_choice, .def = "inprocess", .choice = sampler_choice,
      FIELD(sampler),
      .help = "{choices} (default {default}); inprocess samples inside the process, so that "
              "only sampled calls reach the kernel; per rule: --comm 'NAME sampler=inprocess'",

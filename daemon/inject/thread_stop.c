@@ -240,7 +240,7 @@ static int try_thread(struct stopped_thread *st, pid_t tid, const char **why)
 /* Candidate threads in order of preference: running, blocked outside a
  * system call, blocked in one that restarts. */
 static size_t candidates(pid_t pid, pid_t *out, size_t cap, int *skipped_seccomp,
-                         int *skipped_traced, int *skipped_syscall)
+                         int *tracer, int *skipped_syscall)
 {
     char path[64];
     snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
@@ -254,8 +254,9 @@ static size_t candidates(pid_t pid, pid_t *out, size_t cap, int *skipped_seccomp
         pid_t tid = (pid_t)atoi(de->d_name);
         if (tid <= 0)
             continue;
-        if (task_status_field(pid, tid, "TracerPid") > 0) {
-            (*skipped_traced)++;
+        long tracer_pid = task_status_field(pid, tid, "TracerPid");
+        if (tracer_pid > 0) {
+            *tracer = (int)tracer_pid;
             continue;
         }
         if (task_status_field(pid, tid, "Seccomp") > 0) {
@@ -300,6 +301,13 @@ int thread_stop_one(pid_t pid, int mem_fd, struct stopped_thread *st, char *err,
     int seccomp = 0, traced = 0, blocked = 0;
     size_t n = candidates(pid, cand, THREAD_MAX_CANDIDATES, &seccomp, &traced, &blocked);
     const char *why = NULL;
+    /* A debugger or tracer may be stepping any thread, or may stop the
+     * process while a thread runs our code: a traced process is left to
+     * its tracer. */
+    if (traced) {
+        snprintf(err, errlen, "process %d is traced by process %d", (int)pid, traced);
+        return -EBUSY;
+    }
     for (size_t i = 0; i < n; i++) {
         int e = try_thread(st, cand[i], &why);
         if (e == 0)
@@ -315,8 +323,7 @@ int thread_stop_one(pid_t pid, int mem_fd, struct stopped_thread *st, char *err,
         return -ESRCH;
     }
     if (n == 0 && blocked == 0) {
-        snprintf(err, errlen, "every thread of process %d is %s", (int)pid,
-                 traced ? "traced by another process" : "under seccomp");
+        snprintf(err, errlen, "every thread of process %d runs under seccomp", (int)pid);
         return -EBUSY;
     }
     snprintf(err, errlen, "no thread of process %d can be stopped unseen now (%d blocked in "
@@ -371,8 +378,10 @@ static struct user_regs_struct call_regs(const struct stopped_thread *st, uint64
     return r;
 }
 
-int thread_remote_syscall(struct stopped_thread *st, uint64_t stub, long nr,
-                          const uint64_t args[6], int64_t *ret)
+/* A system call through the stub; with `crash_points`, each step is a
+ * point where the tests kill us (thread_crash_point()). */
+static int remote_syscall(struct stopped_thread *st, uint64_t stub, long nr,
+                          const uint64_t args[6], int64_t *ret, int crash_points)
 {
     struct user_regs_struct r = call_regs(st, stub);
     r.rax = (uint64_t)nr;
@@ -384,18 +393,27 @@ int thread_remote_syscall(struct stopped_thread *st, uint64_t stub, long nr,
     r.r9 = args[5];
     struct __ptrace_syscall_info info;
     int e = thread_set_regs(st->tid, &r);
-    thread_crash_point(); /* pointed at the stub, not yet run */
+    if (crash_points)
+        thread_crash_point(); /* pointed at the stub, not yet run */
     if (e == 0)
         e = to_syscall_stop(st, THREAD_STOP_TIMEOUT_MS, &info); /* entry */
-    thread_crash_point(); /* at the stub's system call */
+    if (crash_points)
+        thread_crash_point(); /* at the stub's system call */
     if (e == 0)
         e = to_syscall_stop(st, THREAD_STOP_TIMEOUT_MS, &info); /* exit */
-    thread_crash_point(); /* past it */
+    if (crash_points)
+        thread_crash_point(); /* past it */
     if (e == 0 && (info.op != PTRACE_SYSCALL_INFO_EXIT || info.instruction_pointer != stub + 2))
         e = -EFAULT; /* not our system call's exit */
     if (e == 0)
         *ret = info.exit.rval;
     return e;
+}
+
+int thread_remote_syscall(struct stopped_thread *st, uint64_t stub, long nr,
+                          const uint64_t args[6], int64_t *ret)
+{
+    return remote_syscall(st, stub, nr, args, ret, 1);
 }
 
 int thread_remote_call(struct stopped_thread *st, uint64_t stub, uint64_t func, uint64_t arg)
@@ -406,6 +424,7 @@ int thread_remote_call(struct stopped_thread *st, uint64_t stub, uint64_t func, 
     if (pwrite(st->mem_fd, &stub, 8, (off_t)r.rsp) != 8)
         return -EIO;
     int e = thread_set_regs(st->tid, &r);
+    thread_crash_point(); /* pointed at the function, not yet run */
     uint64_t deadline = monotonic_ns() + THREAD_CALL_TIMEOUT_MS * 1000000ULL;
     struct __ptrace_syscall_info info;
     while (e == 0) {
@@ -435,7 +454,7 @@ static void requeue_signals(struct stopped_thread *st, uint64_t stub)
         int64_t ret = 0;
         uint64_t args[6] = {(uint64_t)st->pid, (uint64_t)st->tid, (uint64_t)si->si_signo, at};
         if (pwrite(st->mem_fd, si, sizeof(*si), (off_t)at) != (ssize_t)sizeof(*si) ||
-            thread_remote_syscall(st, stub, SYS_rt_tgsigqueueinfo, args, &ret) != 0 || ret != 0)
+            remote_syscall(st, stub, SYS_rt_tgsigqueueinfo, args, &ret, 0) != 0 || ret != 0)
             fprintf(stderr, "heapprofd: pid %d: signal %d that arrived during a stop could not "
                     "be queued again to thread %d\n", (int)st->pid, si->si_signo, (int)st->tid);
     }

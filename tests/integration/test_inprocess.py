@@ -4,10 +4,12 @@ sampler is injected and removed 100 times, while heapprofd is SIGKILLed at
 every intermediate point of an injection, and while the workload itself is
 SIGKILLed during injections; with glibc, and with Debian's jemalloc and
 tcmalloc preloaded. The workload must end with exit 0 and its checks
-passed, entries must hold their original bytes after each detach, and
-heapprofd must keep serving. Also: a process under a tracer falls back to
-uprobes with the reason in /metrics, a target rule chooses the sampler, and
-Debian's redis-server is profiled with the callers of malloc as leaves."""
+passed, its relocation slot of malloc must point into the sampler while it
+is attached and back after each detach, the allocator's code must never
+change, and heapprofd must keep serving. Also: a process under a tracer
+falls back to uprobes with the reason in /metrics, a target rule chooses
+the sampler, and Debian's redis-server is profiled with the callers of
+malloc as leaves."""
 
 import os
 import random
@@ -15,6 +17,7 @@ import signal
 import subprocess
 import threading
 import time
+import unittest
 
 import heapprof_harness as h
 
@@ -22,12 +25,15 @@ CYCLES = 100
 JEMALLOC = "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2"
 TCMALLOC = "/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4"
 # Crash points of one first injection into a glibc process and its
-# removal: 3 per remote system call (7 of them), configuration, 9 entries
-# patched, 9 restored. The test checks that the last of these still kills
-# and the next one does not, so that a point added or removed is noticed.
-CRASH_POINTS = 40
-# The point of test_daemon_killed_mid_injection: 5 of 9 entries patched.
-DAEMON_CRASH_POINT = 27
+# removal: 3 per remote system call (7 of them: the reservation, the
+# memfd, 4 segments, a close), then for the attach and for the detach the
+# installer about to be called (2 each). The test checks that the last of
+# these still kills and the next one does not, so that a point added or
+# removed is noticed.
+CRASH_POINTS = 25
+# The point of test_daemon_killed_mid_injection: the thread pointed at the
+# installer, which then runs with nobody waiting for it.
+DAEMON_CRASH_POINT = 23
 
 
 class Stress(h.Workload):
@@ -73,9 +79,50 @@ def entry_bytes(pid, lib_suffix, symbol="malloc", n=16):
     return live, orig
 
 
-def sampler_mapped(pid):
+def sampler_ranges(pid):
+    """The address ranges the sampler is mapped at in `pid`."""
+    out = []
     with open(f"/proc/{pid}/maps") as f:
-        return "/memfd:heapprofd-sampler" in f.read()
+        for line in f:
+            if "/memfd:heapprofd-sampler" in line:
+                lo, hi = line.split()[0].split("-")
+                out.append((int(lo, 16), int(hi, 16)))
+    return out
+
+
+def malloc_slots(pid):
+    """The values of the executable's relocation slots of malloc in `pid`."""
+    exe = os.readlink(f"/proc/{pid}/exe")
+    base = None
+    with open(f"/proc/{pid}/maps") as f:
+        for line in f:
+            parts = line.split()
+            if len(parts) >= 6 and parts[5] == exe and parts[2] == "00000000":
+                base = int(parts[0].split("-")[0], 16)
+                break
+    h.check(base is not None, f"{exe} not mapped in {pid}")
+    out = subprocess.run(["readelf", "-rW", exe], capture_output=True, text=True,
+                         check=True).stdout
+    offsets = [int(p[0], 16) for p in (l.split() for l in out.splitlines())
+               if len(p) >= 5 and p[2] in ("R_X86_64_JUMP_SLOT", "R_X86_64_GLOB_DAT")
+               and p[4].split("@")[0] == "malloc"]
+    h.check(offsets, f"{exe} has no relocation slot of malloc")
+    values = []
+    with open(f"/proc/{pid}/mem", "rb") as f:
+        for off in offsets:
+            f.seek(base + off)
+            values.append(int.from_bytes(f.read(8), "little"))
+    return values
+
+
+def slots_in_sampler(pid):
+    """Whether every slot of malloc in the executable points into the sampler."""
+    ranges = sampler_ranges(pid)
+    return all(any(lo <= v < hi for lo, hi in ranges) for v in malloc_slots(pid))
+
+
+def sampler_mapped(pid):
+    return bool(sampler_ranges(pid))
 
 
 def attach(d, pid, comm="stress"):
@@ -95,34 +142,19 @@ def cycles(env, lib_suffix, n):
         for i in range(n):
             with h.Daemon("--sampler", "inprocess", "--sample-interval", "4096") as d:
                 attach(d, w.pid)
+                h.check(slots_in_sampler(w.pid),
+                        f"cycle {i}: malloc's slots do not point at the sampler: "
+                        f"{[hex(v) for v in malloc_slots(w.pid)]} {sampler_ranges(w.pid)}")
                 live, orig = entry_bytes(w.pid, lib_suffix)
-                h.check(live[0] == 0xe9 and live != orig,
-                        f"cycle {i}: malloc's entry is not patched: {live.hex()}")
+                h.check_equal(live.hex(), orig.hex(), f"cycle {i}: malloc's code while attached")
+            h.check(not any(lo <= v < hi for v in malloc_slots(w.pid)
+                            for lo, hi in sampler_ranges(w.pid)),
+                    f"cycle {i}: a slot of malloc still points at the sampler after detach")
             live, orig = entry_bytes(w.pid, lib_suffix)
-            h.check_equal(live.hex(), orig.hex(), f"cycle {i}: malloc's entry after detach")
+            h.check_equal(live.hex(), orig.hex(), f"cycle {i}: malloc's code after detach")
             h.check(w.proc.poll() is None, f"cycle {i}: the workload died")
         h.check(sampler_mapped(w.pid), "the sampler mapping stays after detach")
         w.stop_and_check()
-
-
-def test_100_attach_detach_cycles_while_16_threads_allocate():
-    """The injection library alone, 100 times (a daemon start per cycle
-    would take minutes here), then a few cycles through heapprofd."""
-    with Stress() as w:
-        out = inject_cycles(w.pid, CYCLES)
-        h.check(out.returncode == 0, f"inject_cycles failed: {out.stderr}{out.stdout}")
-        print(f"  {out.stdout.strip()}", flush=True)
-        h.check(w.proc.poll() is None, "the workload died during the cycles")
-        w.stop_and_check()
-    cycles(None, "/libc.so.6", 5)
-
-
-def test_attach_detach_cycles_with_jemalloc():
-    cycles({"LD_PRELOAD": JEMALLOC}, "/libjemalloc.so.2", 10)
-
-
-def test_attach_detach_cycles_with_tcmalloc():
-    cycles({"LD_PRELOAD": TCMALLOC}, "/libtcmalloc_minimal.so", 10)
 
 
 def inject_cycles(pid, n, crash_at=None):
@@ -136,108 +168,6 @@ def inject_cycles(pid, n, crash_at=None):
                           timeout=300, env=env)
 
 
-def test_killed_at_every_point_of_an_injection():
-    """The injecting process SIGKILLed at each point of an injection (a test
-    hook, see thread_crash_point()) leaves a workload that runs on correctly,
-    and the next injection (adopting what was left) works. The injection
-    library alone, as heapprofd runs it: a daemon started per point would
-    take minutes here; test_daemon_killed_mid_injection does it once."""
-    for point in range(1, CRASH_POINTS + 2):
-        with Stress() as w:
-            out = inject_cycles(w.pid, 1, crash_at=point)
-            if point > CRASH_POINTS:
-                h.check(out.returncode == 0, f"crash point {point} is past the last, but the "
-                        f"injection failed: raise CRASH_POINTS ({out.returncode}) {out.stderr}")
-            else:
-                h.check(out.returncode == -signal.SIGKILL,
-                        f"crash point {point}: the injection was not killed "
-                        f"({out.returncode} {out.stderr}); lower CRASH_POINTS")
-            time.sleep(0.2)
-            h.check(w.proc.poll() is None, f"crash point {point}: the workload died "
-                                           f"(status {w.proc.poll()})")
-            again = inject_cycles(w.pid, 2)
-            h.check(again.returncode == 0, f"crash point {point}: injecting again failed: "
-                                           f"{again.stderr}")
-            w.stop_and_check()
-
-
-def test_daemon_killed_mid_injection():
-    """heapprofd itself SIGKILLed with some entries patched: the workload
-    runs on, and a new daemon adopts the patch and profiles it."""
-    point = DAEMON_CRASH_POINT
-    with Stress() as w:
-        os.environ["HEAPPROFD_TEST_CRASH_AT"] = str(point)
-        try:
-            d = h.Daemon("--sampler", "inprocess", "--sample-interval", "4096")
-            d.__enter__()
-        finally:
-            del os.environ["HEAPPROFD_TEST_CRASH_AT"]
-        try:
-            status, _ = d.get(f"/debug/pprof/heap?pid={w.pid}")
-        except Exception:
-            status = None
-        deadline = time.monotonic() + 10
-        while d.proc.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.05)
-        died = d.proc.poll()
-        d._stop()
-        h.check(died is not None, f"heapprofd did not die at crash point {point} ({status})")
-        time.sleep(0.2)
-        h.check(w.proc.poll() is None, f"the workload died (status {w.proc.poll()})")
-        with h.Daemon("--sampler", "inprocess", "--sample-interval", "4096") as again:
-            attach(again, w.pid)
-        w.stop_and_check()
-
-
-def test_workload_killed_mid_injection():
-    """A target SIGKILLed while it is being injected: heapprofd stays up and says 404 or 200."""
-    rnd = random.Random(14)
-    with h.Daemon("--sampler", "inprocess", "--sample-interval", "4096") as d:
-        for i in range(20):
-            w = Stress()
-            killer = threading.Timer(rnd.uniform(0, 0.004), w.kill)
-            killer.start()
-            status, body = d.get(f"/debug/pprof/heap?pid={w.pid}")
-            killer.join()
-            w.kill()
-            h.check(status in (200, 404, 500), f"round {i}: {status} {body[:200]!r}")
-            d.check_alive()
-        status, _ = d.get("/healthz")
-        h.check_equal(status, 200, "healthz after the kills")
-
-
-def test_traced_process_falls_back_to_uprobes_with_the_reason():
-    with Stress() as w, h.Daemon("--sampler", "inprocess") as d:
-        # gdb stops the workload while it is attached and lets it go when it
-        # detaches at the end of its batch (killing gdb would leave it stopped).
-        tracer = subprocess.Popen(["gdb", "-q", "-batch", "-p", str(w.pid), "-ex",
-                                   "shell sleep 3"], stdin=subprocess.DEVNULL,
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        try:
-            deadline = time.monotonic() + 10
-            while time.monotonic() < deadline:
-                with open(f"/proc/{w.pid}/status") as f:
-                    if "TracerPid:\t0" not in f.read():
-                        break
-                time.sleep(0.05)
-            d.profile(f"/debug/pprof/heap?pid={w.pid}")
-            metrics = d.get("/metrics")[1].decode()
-            h.check(f'pid="{w.pid}",comm="stress",sampler="uprobe",reason="process {w.pid} is '
-                    f'traced by process' in metrics,
-                    "no fallback reason in /metrics:\n" +
-                    "\n".join(l for l in metrics.splitlines() if "sampler" in l))
-            h.check("heapprofd_inprocess_fallbacks_total 1" in metrics, "fallback not counted")
-            h.check("traced by process" in d.get("/debug/pprof/")[1].decode(),
-                    "no fallback reason on the index page")
-        finally:
-            try:
-                tracer.wait(60)
-            except subprocess.TimeoutExpired:
-                tracer.kill()
-                tracer.wait()
-        w.stop_and_check()
-
-
 def metrics_once_picked_up(d, pid, timeout=15):
     """/metrics once a target rule has attached pid (a scan a second), or
     as it is at the deadline."""
@@ -249,97 +179,200 @@ def metrics_once_picked_up(d, pid, timeout=15):
         time.sleep(0.2)
 
 
-def test_a_target_rule_chooses_the_sampler():
-    """--comm 'stress sampler=inprocess' with the default sampler uprobe: the
-    rule's processes get the in-process sampler, others (exact) uprobes."""
-    with Stress() as w, h.Workload("exact") as other, \
-            h.Daemon("--comm", "stress sampler=inprocess", "--sampler", "uprobe") as d:
-        metrics = metrics_once_picked_up(d, w.pid)
-        h.check(f'heapprofd_target_sampler{{pid="{w.pid}",comm="stress",sampler="inprocess"'
-                in metrics, "the rule's process is not on the in-process sampler:\n" +
-                "\n".join(l for l in metrics.splitlines() if "sampler" in l))
-        d.profile(f"/debug/pprof/heap?pid={other.pid}")
-        metrics = d.get("/metrics")[1].decode()
-        h.check(f'heapprofd_target_sampler{{pid="{other.pid}",comm="exact",sampler="uprobe"'
-                in metrics, "a process no rule names is not on the default sampler")
-        w.stop_and_check()
-        other.finish()
+class InprocessTest(unittest.TestCase):
+    def test_100_attach_detach_cycles_while_16_threads_allocate(self):
+        """The injection library alone, 100 times (a daemon start per cycle
+        would take minutes here), then a few cycles through heapprofd."""
+        with Stress() as w:
+            out = inject_cycles(w.pid, CYCLES)
+            h.check(out.returncode == 0, f"inject_cycles failed: {out.stderr}{out.stdout}")
+            print(f"  {out.stdout.strip()}", flush=True)
+            h.check(w.proc.poll() is None, "the workload died during the cycles")
+            w.stop_and_check()
+        cycles(None, "/libc.so.6", 5)
 
+    def test_attach_detach_cycles_with_jemalloc(self):
+        cycles({"LD_PRELOAD": JEMALLOC}, "/libjemalloc.so.2", 10)
 
-def test_redis_server_is_profiled_with_the_callers_of_malloc():
-    """Debian's redis-server (jemalloc, linked) under the in-process sampler:
-    its profile's leaves are redis's own allocation wrappers (zmalloc and
-    friends, the callers of malloc), and no frame is the sampler's."""
-    port = h.free_port()
-    redis = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1",
-                              "--save", "", "--appendonly", "no"],
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        deadline = time.monotonic() + 10
-        while subprocess.run(["redis-cli", "-p", str(port), "ping"], capture_output=True,
-                             text=True).stdout.strip() != "PONG":
-            h.check(time.monotonic() < deadline and redis.poll() is None,
-                    "redis-server did not answer PING")
-            time.sleep(0.05)
+    def test_attach_detach_cycles_with_tcmalloc(self):
+        cycles({"LD_PRELOAD": TCMALLOC}, "/libtcmalloc_minimal.so", 10)
+
+    def test_killed_at_every_point_of_an_injection(self):
+        """The injecting process SIGKILLed at each point of an injection (a test
+        hook, see thread_crash_point()) leaves a workload that runs on correctly,
+        and the next injection (adopting what was left) works. The injection
+        library alone, as heapprofd runs it: a daemon started per point would
+        take minutes here; test_daemon_killed_mid_injection does it once."""
+        for point in range(1, CRASH_POINTS + 2):
+            with Stress() as w:
+                out = inject_cycles(w.pid, 1, crash_at=point)
+                if point > CRASH_POINTS:
+                    h.check(out.returncode == 0, f"crash point {point} is past the last, but the "
+                            f"injection failed: raise CRASH_POINTS ({out.returncode}) {out.stderr}")
+                else:
+                    h.check(out.returncode == -signal.SIGKILL,
+                            f"crash point {point}: the injection was not killed "
+                            f"({out.returncode} {out.stderr}); lower CRASH_POINTS")
+                time.sleep(0.2)
+                h.check(w.proc.poll() is None, f"crash point {point}: the workload died "
+                                               f"(status {w.proc.poll()})")
+                again = inject_cycles(w.pid, 2)
+                h.check(again.returncode == 0, f"crash point {point}: injecting again failed: "
+                                               f"{again.stderr}")
+                w.stop_and_check()
+
+    def test_daemon_killed_mid_injection(self):
+        """heapprofd itself SIGKILLed with some entries patched: the workload
+        runs on, and a new daemon adopts the patch and profiles it."""
+        point = DAEMON_CRASH_POINT
+        with Stress() as w:
+            os.environ["HEAPPROFD_TEST_CRASH_AT"] = str(point)
+            try:
+                d = h.Daemon("--sampler", "inprocess", "--sample-interval", "4096")
+                d.__enter__()
+            finally:
+                del os.environ["HEAPPROFD_TEST_CRASH_AT"]
+            try:
+                status, _ = d.get(f"/debug/pprof/heap?pid={w.pid}")
+            except Exception:
+                status = None
+            deadline = time.monotonic() + 10
+            while d.proc.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.05)
+            died = d.proc.poll()
+            d._stop()
+            h.check(died is not None, f"heapprofd did not die at crash point {point} ({status})")
+            time.sleep(0.2)
+            h.check(w.proc.poll() is None, f"the workload died (status {w.proc.poll()})")
+            with h.Daemon("--sampler", "inprocess", "--sample-interval", "4096") as again:
+                attach(again, w.pid)
+            w.stop_and_check()
+
+    def test_workload_killed_mid_injection(self):
+        """A target SIGKILLed while it is being injected: heapprofd stays up and says 404 or 200."""
+        rnd = random.Random(14)
         with h.Daemon("--sampler", "inprocess", "--sample-interval", "4096") as d:
-            attach(d, redis.pid, comm="redis-server")
-            out = subprocess.run(["redis-benchmark", "-p", str(port), "-t", "set,get", "-d",
-                                  "128", "-P", "16", "-n", "50000", "-q"], capture_output=True,
-                                 text=True, timeout=120)
-            h.check(out.returncode == 0, f"redis-benchmark failed: {out.stderr}")
-            prof = h.decode(d.profile(f"/debug/pprof/allocs?pid={redis.pid}"))
-            leaves = {s.leaf() for s in prof.samples}
-            h.check(any(l.startswith("zmalloc") for l in leaves),
-                    f"no zmalloc* leaf in redis's profile: {sorted(leaves)[:20]}")
-            frames = {f for s in prof.samples for f in s.frames}
-            h.check(not any(f.startswith("hp_") for f in frames),
-                    f"sampler frames in the profile: {sorted(frames)[:20]}")
-        h.check(redis.poll() is None, "redis-server died")
-    finally:
-        redis.terminate()
-        redis.wait(30)
+            for i in range(20):
+                w = Stress()
+                killer = threading.Timer(rnd.uniform(0, 0.004), w.kill)
+                killer.start()
+                status, body = d.get(f"/debug/pprof/heap?pid={w.pid}")
+                killer.join()
+                w.kill()
+                h.check(status in (200, 404, 500), f"round {i}: {status} {body[:200]!r}")
+                d.check_alive()
+            status, _ = d.get("/healthz")
+            h.check_equal(status, 200, "healthz after the kills")
 
+    def test_traced_process_falls_back_to_uprobes_with_the_reason(self):
+        with Stress() as w, h.Daemon("--sampler", "inprocess") as d:
+            # gdb stops the workload while it is attached and lets it go when it
+            # detaches at the end of its batch (killing gdb would leave it stopped).
+            tracer = subprocess.Popen(["gdb", "-q", "-batch", "-p", str(w.pid), "-ex",
+                                       "shell sleep 3"], stdin=subprocess.DEVNULL,
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            try:
+                deadline = time.monotonic() + 10
+                while time.monotonic() < deadline:
+                    with open(f"/proc/{w.pid}/status") as f:
+                        if "TracerPid:\t0" not in f.read():
+                            break
+                    time.sleep(0.05)
+                d.profile(f"/debug/pprof/heap?pid={w.pid}")
+                metrics = d.get("/metrics")[1].decode()
+                h.check(f'pid="{w.pid}",comm="stress",sampler="uprobe",reason="process {w.pid} is '
+                        f'traced by process' in metrics,
+                        "no fallback reason in /metrics:\n" +
+                        "\n".join(l for l in metrics.splitlines() if "sampler" in l))
+                h.check("heapprofd_inprocess_fallbacks_total 1" in metrics, "fallback not counted")
+                h.check("traced by process" in d.get("/debug/pprof/")[1].decode(),
+                        "no fallback reason on the index page")
+            finally:
+                try:
+                    tracer.wait(60)
+                except subprocess.TimeoutExpired:
+                    tracer.kill()
+                    tracer.wait()
+            w.stop_and_check()
 
-def test_a_forked_child_runs_on_and_a_rule_adopts_its_patch():
-    """A child forked by a patched process inherits the patch and runs
-    correctly; a target rule that picks it up adopts the inherited patch
-    (the same sampler mapping, the entries as they are) and profiles it."""
-    with h.Workload("forker") as w, \
-            h.Daemon("--sampler", "inprocess", "--sample-interval", "4096",
-                     "--comm", "hp_forked_child") as d:
-        attach(d, w.pid, comm="forker")
-        w.go()
-        line = w._expect_line(10, "child PID")
-        h.check(line.startswith("child "), f"forker said {line!r}")
-        child = int(line.split()[1])
-        metrics = metrics_once_picked_up(d, child)
-        h.check(f'heapprofd_target_sampler{{pid="{child}",comm="hp_forked_child",'
-                f'sampler="inprocess"' in metrics,
-                "the rule's child is not on the in-process sampler:\n" +
-                "\n".join(l for l in metrics.splitlines() if "sampler" in l) +
-                f"\n{d.stderr()}")
-        with open(f"/proc/{child}/maps") as f:
-            mapped = [l for l in f if "/memfd:heapprofd-sampler" in l]
-        h.check(len(mapped) == 3, f"the child has {len(mapped)} sampler mappings, not its "
-                                  f"parent's 3 (a second one mapped?): {mapped}")
-        time.sleep(1)
-        prof = h.decode(d.profile(f"/debug/pprof/allocs?pid={child}"))
-        h.check(any(s.leaf() == "child_allocates" for s in prof.samples),
-                f"no sample of child_allocates in the child's profile: "
-                f"{h.describe(prof.samples)}")
-        w.finish(30)
+    def test_a_target_rule_chooses_the_sampler(self):
+        """--comm 'stress sampler=inprocess' with the default sampler uprobe: the
+        rule's processes get the in-process sampler, others (exact) uprobes."""
+        with Stress() as w, h.Workload("exact") as other, \
+                h.Daemon("--comm", "stress sampler=inprocess", "--sampler", "uprobe") as d:
+            metrics = metrics_once_picked_up(d, w.pid)
+            h.check(f'heapprofd_target_sampler{{pid="{w.pid}",comm="stress",sampler="inprocess"'
+                    in metrics, "the rule's process is not on the in-process sampler:\n" +
+                    "\n".join(l for l in metrics.splitlines() if "sampler" in l))
+            d.profile(f"/debug/pprof/heap?pid={other.pid}")
+            metrics = d.get("/metrics")[1].decode()
+            h.check(f'heapprofd_target_sampler{{pid="{other.pid}",comm="exact",sampler="uprobe"'
+                    in metrics, "a process no rule names is not on the default sampler")
+            w.stop_and_check()
+            other.finish()
+
+    def test_redis_server_is_profiled_with_the_callers_of_malloc(self):
+        """Debian's redis-server (jemalloc, linked) under the in-process sampler:
+        its profile's leaves are redis's own allocation wrappers (zmalloc and
+        friends, the callers of malloc), and no frame is the sampler's."""
+        port = h.free_port()
+        redis = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1",
+                                  "--save", "", "--appendonly", "no"],
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            deadline = time.monotonic() + 10
+            while subprocess.run(["redis-cli", "-p", str(port), "ping"], capture_output=True,
+                                 text=True).stdout.strip() != "PONG":
+                h.check(time.monotonic() < deadline and redis.poll() is None,
+                        "redis-server did not answer PING")
+                time.sleep(0.05)
+            with h.Daemon("--sampler", "inprocess", "--sample-interval", "4096") as d:
+                attach(d, redis.pid, comm="redis-server")
+                out = subprocess.run(["redis-benchmark", "-p", str(port), "-t", "set,get", "-d",
+                                      "128", "-P", "16", "-n", "50000", "-q"], capture_output=True,
+                                     text=True, timeout=120)
+                h.check(out.returncode == 0, f"redis-benchmark failed: {out.stderr}")
+                prof = h.decode(d.profile(f"/debug/pprof/allocs?pid={redis.pid}"))
+                leaves = {s.leaf() for s in prof.samples}
+                h.check(any(l.startswith("zmalloc") for l in leaves),
+                        f"no zmalloc* leaf in redis's profile: {sorted(leaves)[:20]}")
+                frames = {f for s in prof.samples for f in s.frames}
+                h.check(not any(f.startswith("hp_") for f in frames),
+                        f"sampler frames in the profile: {sorted(frames)[:20]}")
+            h.check(redis.poll() is None, "redis-server died")
+        finally:
+            redis.terminate()
+            redis.wait(30)
+
+    def test_a_forked_child_runs_on_and_a_rule_adopts_its_patch(self):
+        """A child forked by a patched process inherits the patch and runs
+        correctly; a target rule that picks it up adopts the inherited patch
+        (the same sampler mapping, the entries as they are) and profiles it."""
+        with h.Workload("forker") as w, \
+                h.Daemon("--sampler", "inprocess", "--sample-interval", "4096",
+                         "--comm", "hp_forked_child") as d:
+            attach(d, w.pid, comm="forker")
+            w.go()
+            line = w._expect_line(10, "child PID")
+            h.check(line.startswith("child "), f"forker said {line!r}")
+            child = int(line.split()[1])
+            metrics = metrics_once_picked_up(d, child)
+            h.check(f'heapprofd_target_sampler{{pid="{child}",comm="hp_forked_child",'
+                    f'sampler="inprocess"' in metrics,
+                    "the rule's child is not on the in-process sampler:\n" +
+                    "\n".join(l for l in metrics.splitlines() if "sampler" in l) +
+                    f"\n{d.stderr()}")
+            with open(f"/proc/{child}/maps") as f:
+                mapped = [l for l in f if "/memfd:heapprofd-sampler" in l]
+            h.check(len(mapped) == 3, f"the child has {len(mapped)} sampler mappings, not its "
+                                      f"parent's 3 (a second one mapped?): {mapped}")
+            time.sleep(1)
+            prof = h.decode(d.profile(f"/debug/pprof/allocs?pid={child}"))
+            h.check(any(s.leaf() == "child_allocates" for s in prof.samples),
+                    f"no sample of child_allocates in the child's profile: "
+                    f"{h.describe(prof.samples)}")
+            w.finish(30)
 
 
 if __name__ == "__main__":
-    h.run([
-        test_100_attach_detach_cycles_while_16_threads_allocate,
-        test_attach_detach_cycles_with_jemalloc,
-        test_attach_detach_cycles_with_tcmalloc,
-        test_killed_at_every_point_of_an_injection,
-        test_daemon_killed_mid_injection,
-        test_workload_killed_mid_injection,
-        test_traced_process_falls_back_to_uprobes_with_the_reason,
-        test_a_target_rule_chooses_the_sampler,
-        test_redis_server_is_profiled_with_the_callers_of_malloc,
-        test_a_forked_child_runs_on_and_a_rule_adopts_its_patch,
-    ])
+    h.main()
