@@ -26,6 +26,7 @@ apt-get install -y -qq --no-install-recommends -o DPkg::Lock::Timeout=600 \
     passwd util-linux \
     libiberty-dev xz-utils golang-github-google-pprof-dev \
     redis-server redis-tools \
+    bpftrace strace stress-ng libpython3.11-testsuite \
     libclang-rt-14-dev llvm \
     chromium prometheus \
     help2man dpkg-dev file lintian man-db python3-yaml python3-kubernetes \

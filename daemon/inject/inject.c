@@ -201,24 +201,54 @@ struct job {
     size_t errlen;
 };
 
-/* Writes the stub for the stopped thread. */
-static int write_stub(struct job *j)
+/*
+ * What can be done before the thread is stopped, to keep the stop short:
+ * the place of the stub, and for an attach, the sampler already mapped
+ * (adopted: checked and opened) or the base for a new one. The maps may
+ * change meanwhile: the stub's place is checked to be zeros again when it
+ * is written, and a new sampler is mapped with MAP_FIXED_NOREPLACE.
+ */
+static int prepare(struct job *j)
 {
+    struct inject_state *s = j->s;
     struct proc_maps maps;
     int e = proc_maps_read(j->pid, &maps);
     if (e) {
         snprintf(j->err, j->errlen, "read /proc/%d/maps: %s", (int)j->pid, strerror(-e));
-        return e;
+        return e == -ENOENT ? -ESRCH : e;
     }
     j->stub = remote_stub_find_place(j->pid, j->mem_fd, &maps);
-    proc_maps_free(&maps);
     if (!j->stub) {
         snprintf(j->err, j->errlen, "process %d: no unused code bytes to run system calls "
                  "through", (int)j->pid);
-        return -ENOSPC;
+        e = -ENOSPC;
+    } else if (j->plan && find_mapped(j->img, &maps, &s->base) == 0) {
+        s->memfd = adopt(j->pid, j->mem_fd, j->img, s->base, j->err, j->errlen);
+        e = s->memfd < 0 ? s->memfd : 0;
+    } else if (j->plan) {
+        uint64_t lo = j->plan->nranges ? j->plan->range_lo[0] : 0;
+        s->base = sampler_map_choose_base(&maps, j->img->span, lo, lo);
+        if (!s->base) {
+            snprintf(j->err, j->errlen, "process %d: no free address range for the sampler",
+                     (int)j->pid);
+            e = -ENOSPC;
+        }
     }
-    uint8_t code[REMOTE_STUB_SIZE];
-    remote_stub_build(j->stub, &j->st.regs, code);
+    proc_maps_free(&maps);
+    return e;
+}
+
+/* Writes the stub for the stopped thread, where prepare() found room. */
+static int write_stub(struct job *j)
+{
+    uint8_t code[REMOTE_STUB_SIZE], now[REMOTE_STUB_SIZE], zero[REMOTE_STUB_SIZE] = {0};
+    if (pread(j->mem_fd, now, sizeof(now), (off_t)j->stub) != (ssize_t)sizeof(now) ||
+        memcmp(now, zero, sizeof(now)) != 0) {
+        snprintf(j->err, j->errlen, "process %d: the bytes for the system call stub changed",
+                 (int)j->pid);
+        return -EAGAIN;
+    }
+    remote_stub_build(j->stub, &j->st.regs, j->st.sigmask, code);
     if (write_mem(j->mem_fd, j->stub, code, sizeof(code)) != 0) {
         snprintf(j->err, j->errlen, "write the system call stub into process %d", (int)j->pid);
         return -EIO;
@@ -227,31 +257,13 @@ static int write_stub(struct job *j)
     return 0;
 }
 
-/* Maps a new sampler, or adopts the one there; fills base, memfd, paths. */
+/* Maps the new sampler (unless one was adopted); fills the paths. */
 static int place_sampler(struct job *j)
 {
     struct inject_state *s = j->s;
-    struct proc_maps maps;
-    int e = proc_maps_read(j->pid, &maps);
-    if (e) {
-        snprintf(j->err, j->errlen, "read /proc/%d/maps: %s", (int)j->pid, strerror(-e));
-        return e;
-    }
-    if (find_mapped(j->img, &maps, &s->base) == 0) {
-        proc_maps_free(&maps);
-        s->memfd = adopt(j->pid, j->mem_fd, j->img, s->base, j->err, j->errlen);
-        e = s->memfd < 0 ? s->memfd : 0;
-    } else {
-        uint64_t lo = j->plan->nranges ? j->plan->range_lo[0] : 0;
-        s->base = sampler_map_choose_base(&maps, j->img->span, lo, lo);
-        proc_maps_free(&maps);
-        if (!s->base) {
-            snprintf(j->err, j->errlen, "process %d: no free address range for the sampler",
-                     (int)j->pid);
-            return -ENOSPC;
-        }
-        e = sampler_map_into(&j->st, j->stub, j->img, s->base, &s->memfd, j->err, j->errlen);
-    }
+    int e = s->memfd >= 0 ? 0
+                          : sampler_map_into(&j->st, j->stub, j->img, s->base, &s->memfd, j->err,
+                                             j->errlen);
     if (e)
         return e;
     snprintf(s->text_path, sizeof(s->text_path), "/proc/self/fd/%d", s->memfd);
@@ -356,7 +368,9 @@ static void *run_job(void *arg)
         snprintf(j->err, j->errlen, "open %s: %s", path, strerror(errno));
         return NULL;
     }
-    j->e = thread_stop_one(j->pid, j->mem_fd, &j->st, j->err, j->errlen);
+    j->e = prepare(j);
+    if (j->e == 0)
+        j->e = thread_stop_one(j->pid, j->mem_fd, &j->st, j->err, j->errlen);
     if (j->e == 0) {
         j->stopped = true;
         j->e = j->plan ? attach_stopped(j) : detach_stopped(j);
@@ -369,8 +383,6 @@ static void *run_job(void *arg)
             fprintf(stderr, "heapprofd: process %d: could not erase the system call stub at "
                     "0x%llx\n", (int)j->pid, (unsigned long long)j->stub);
     }
-    if (j->plan && !j->stopped && j->s->base == 0)
-        j->s->stopped_ns = 0;
     /* Whatever stayed seized is let go as this thread ends. */
     close(j->mem_fd);
     return NULL;

@@ -9,18 +9,23 @@
 #include <gelf.h>
 #include <libelf.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "proc_info.h"
 
 #define PAGE 4096ULL
-/* Where the saved registers start in the stub: after its code (127 bytes). */
-#define DATA_AT 128
-/* Data slots: flags, the 16 registers in encoding order, the pc. */
+/* Where the saved state starts in the stub: after its code (156 bytes). */
+#define DATA_AT 160
+/* Data slots: flags, the 16 registers in encoding order, the pc, the
+ * signal mask. */
 #define SLOT_FLAGS 0
 #define SLOT_REG(r) (1 + (r))
 #define SLOT_RIP 17
+#define SLOT_SIGMASK 18
+#define NR_RT_SIGPROCMASK 14
+#define SIG_SETMASK_ 2
 
 /* The kernel's restart codes (include/linux/errno.h, not in UAPI). */
 #define ERESTARTSYS 512
@@ -51,7 +56,15 @@ void remote_stub_resume_regs(const struct user_regs_struct *stopped,
     }
 }
 
-void remote_stub_build(uint64_t at, const struct user_regs_struct *stopped,
+/* Emits `mov $imm32, %e<reg>` (reg < 8) . */
+static size_t mov_imm32(uint8_t *out, size_t n, int reg, uint32_t imm)
+{
+    out[n++] = (uint8_t)(0xb8 + reg);
+    memcpy(out + n, &imm, 4);
+    return n + 4;
+}
+
+void remote_stub_build(uint64_t at, const struct user_regs_struct *stopped, uint64_t sigmask,
                        uint8_t out[REMOTE_STUB_SIZE])
 {
     (void)at; /* position independent */
@@ -59,6 +72,24 @@ void remote_stub_build(uint64_t at, const struct user_regs_struct *stopped,
     remote_stub_resume_regs(stopped, &r);
     memset(out, 0xcc, REMOTE_STUB_SIZE);
     size_t n = 0;
+    out[n++] = 0x0f; /* syscall */
+    out[n++] = 0x05;
+    /* rt_sigprocmask(SIG_SETMASK, &mask, NULL, 8): the thread's own mask
+     * back (it runs our calls with every signal blocked). */
+    n = mov_imm32(out, n, 0, NR_RT_SIGPROCMASK); /* %eax */
+    n = mov_imm32(out, n, 7, SIG_SETMASK_);      /* %edi */
+    out[n++] = 0x48; /* lea slot(%rip), %rsi */
+    out[n++] = 0x8d;
+    out[n++] = 0x35;
+    disp_to(out, n, n + 4, SLOT_SIGMASK);
+    n += 4;
+    out[n++] = 0x31; /* xor %edx, %edx */
+    out[n++] = 0xd2;
+    out[n++] = 0x41; /* mov $8, %r10d */
+    out[n++] = 0xba;
+    uint32_t eight = 8;
+    memcpy(out + n, &eight, 4);
+    n += 4;
     out[n++] = 0x0f; /* syscall */
     out[n++] = 0x05;
     out[n++] = 0xff; /* pushq flags(%rip) */
@@ -85,7 +116,7 @@ void remote_stub_build(uint64_t at, const struct user_regs_struct *stopped,
     disp_to(out, n, n + 4, SLOT_RIP);
     n += 4;
 
-    uint64_t v[18];
+    uint64_t v[19];
     /* user_regs_struct order differs from the encoding order. */
     uint64_t enc[16] = {r.rax, r.rcx, r.rdx, r.rbx, r.rsp, r.rbp, r.rsi, r.rdi,
                         r.r8,  r.r9,  r.r10, r.r11, r.r12, r.r13, r.r14, r.r15};
@@ -93,6 +124,10 @@ void remote_stub_build(uint64_t at, const struct user_regs_struct *stopped,
     for (int reg = 0; reg < 16; reg++)
         v[SLOT_REG(reg)] = enc[reg];
     v[SLOT_RIP] = r.rip;
+    v[SLOT_SIGMASK] = sigmask;
+    _Static_assert(DATA_AT + sizeof(v) <= REMOTE_STUB_SIZE, "the stub's data fits");
+    if (n > DATA_AT)
+        abort(); /* the code grew into its data: a build error */
     memcpy(out + DATA_AT, v, sizeof(v));
 }
 

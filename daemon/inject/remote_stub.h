@@ -4,9 +4,10 @@
  * left in a state it cannot continue from, even if heapprofd is killed at
  * any instant (the kernel then releases the threads as they are).
  *
- * The stub is `syscall` followed by code that reloads every general
- * register, the flags, the stack pointer and the pc of the interrupted
- * thread from data written beside it, and jumps back. A thread pointed at
+ * The stub is `syscall` followed by code that puts back the thread's
+ * signal mask, reloads every general register, the flags, the stack
+ * pointer and the pc of the interrupted thread from data written beside
+ * it, and jumps back. A thread pointed at
  * the stub and let go runs our system call and then carries on where it
  * was stopped; one pointed just past the `syscall` simply carries on. It
  * is written into the unused tail of the last page of a mapped library's
@@ -24,7 +25,7 @@
 #include "proc_maps.h"
 
 /* The stub's size: code, then the saved registers. */
-#define REMOTE_STUB_SIZE 288
+#define REMOTE_STUB_SIZE 320
 
 /* Finds REMOTE_STUB_SIZE unused, zero bytes at the end of an executable
  * file mapping of `pid` (memory open as `memfd`); 0 if none. */
@@ -32,11 +33,11 @@ uint64_t remote_stub_find_place(pid_t pid, int memfd, const struct proc_maps *ma
 
 /*
  * Fills `out` with the stub for address `at` returning to the state in
- * `regs`. A thread stopped inside a system call that the kernel would
+ * `regs`, with signal mask `sigmask`. A thread stopped inside a system call that the kernel would
  * restart is sent back to restart it (pc - 2, rax = the call number), as
  * the kernel does when no signal handler runs.
  */
-void remote_stub_build(uint64_t at, const struct user_regs_struct *regs,
+void remote_stub_build(uint64_t at, const struct user_regs_struct *regs, uint64_t sigmask,
                        uint8_t out[REMOTE_STUB_SIZE]);
 
 /* The registers a thread stopped with `stopped` resumes with when no

@@ -234,6 +234,12 @@ static int try_thread(struct stopped_thread *st, pid_t tid, const char **why)
     }
     if (signal_delivery(status))
         hold_signal(st); /* suppressed by our first resume, queued again at release */
+    /* Signals that come while we hold it wait, pending, as they would for
+     * a thread that blocks them. */
+    uint64_t all = ~0ULL;
+    if (ptrace(PTRACE_GETSIGMASK, tid, sizeof(st->sigmask), &st->sigmask) == 0 &&
+        ptrace(PTRACE_SETSIGMASK, tid, sizeof(all), &all) == 0)
+        st->mask_set = 1;
     return 0;
 }
 
@@ -472,6 +478,8 @@ uint64_t thread_release(struct stopped_thread *st, uint64_t stub)
     if (!held || !stub)
         remote_stub_resume_regs(&st->regs, &r);
     thread_set_regs(st->tid, &r);
+    if (st->mask_set)
+        ptrace(PTRACE_SETSIGMASK, st->tid, sizeof(st->sigmask), &st->sigmask);
     /* Without a stub the first held signal is delivered by the detach, its
      * siginfo made up by the kernel: better than none. */
     ptrace(PTRACE_DETACH, st->tid, 0, (void *)(long)(!stub && held ? st->held[0].si_signo : 0));
@@ -483,5 +491,6 @@ uint64_t thread_release(struct stopped_thread *st, uint64_t stub)
 
 void thread_abandon(struct stopped_thread *st)
 {
+    /* The stub puts its mask back once the call returns through it. */
     ptrace(PTRACE_DETACH, st->tid, 0, 0);
 }

@@ -12,8 +12,11 @@
  * of its own (inject.c): a ptrace relation ends with its tracer thread, so
  * no error path can leave the thread stopped.
  *
- * A signal that arrives while the thread is held keeps its siginfo: it is
- * queued again, by the thread itself, before it is let go.
+ * The held thread runs our calls with every signal blocked (its mask set
+ * with ptrace, and put back by the stub if we die): a signal that arrives
+ * meanwhile stays pending, with its siginfo, and is delivered once the
+ * thread is let go. One already being delivered when the thread stopped is
+ * queued again, by the thread itself, with its siginfo.
  */
 #ifndef HEAPPROF_THREAD_STOP_H
 #define HEAPPROF_THREAD_STOP_H
@@ -44,6 +47,8 @@ struct stopped_thread {
     size_t nheld;
     int lost_signals;             /* held signals beyond the array (counted, not kept) */
     int mem_fd;                   /* /proc/PID/mem, the caller's, for the stack writes */
+    uint64_t sigmask;             /* its own signal mask, put back at release */
+    int mask_set;                 /* every signal blocked while we hold it */
     uint64_t stopped_at_ns;
 };
 

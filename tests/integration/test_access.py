@@ -237,7 +237,7 @@ class AccessTest(unittest.TestCase):
             check_own_not_others(d, PLAIN, theirs, roots)
             lines = audit_lines(d, theirs.pid)
             h.check_equal(len(lines), 1, f"audit lines of attaching pid {theirs.pid}: {lines}")
-            want = (f"sampler=uprobe uid={user(PLAIN).pw_uid} via=tcp listener=\"{d.address}\" "
+            want = (f"sampler=inprocess uid={user(PLAIN).pw_uid} via=tcp listener=\"{d.address}\" "
                     "trusted=no")
             h.check(want in lines[0], f"audit line {lines[0]!r} lacks {want!r}")
             h.check(" comm=\"exact\" " in lines[0], f"audit line {lines[0]!r} names no comm")

@@ -1,0 +1,277 @@
+"""The in-process sampler beside everything a process lives with, each a
+way the injection could hurt a process that would be fine unprofiled:
+another tool's uprobes on malloc and free (bpftrace), a sibling that swaps
+descriptors under the injection to make the root daemon write a file of
+its choosing, a library dlopened after the attach (by a library whose own
+RUNPATH alone finds it), frees through a pointer to free kept from before
+the attach, signals with their siginfo checked on arrival, a traced thread
+and seccomp filters. Each test would fail on code that rewrote allocator
+entries, reopened the memfd by path, missed later modules, or lost
+siginfo."""
+
+import hashlib
+import os
+import pwd
+import re
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+import unittest
+
+import heapprof_harness as h
+import test_exact
+
+LIBC = "/lib/x86_64-linux-gnu/libc.so.6"
+# fd swap tries: each is a fresh process (a sampler mapped once is adopted
+# after, with no memfd created) and takes ~30-60 ms.
+FD_SWAP_TRIES = int(os.environ.get("HEAPPROF_FD_SWAP_TRIES", "150"))
+
+
+def inject_cycles(pid, n, check=True):
+    """Runs the injection library (tests/integration/inject_cycles.c) on pid."""
+    tool = os.environ.get("INJECT_CYCLES")
+    h.check(tool and os.access(tool, os.X_OK), f"INJECT_CYCLES={tool!r} is not built")
+    out = subprocess.run([tool, str(pid), str(n)], capture_output=True, text=True, timeout=300)
+    if check:
+        h.check(out.returncode == 0, f"inject_cycles {pid} {n}: {out.stderr}{out.stdout}")
+    return out
+
+
+def sha256_of(path):
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+def stopped_threads(pid):
+    """The threads of pid in a tracing stop ('t')."""
+    out = []
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                state = f.read().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if state == "t":
+            out.append(int(tid))
+    return out
+
+
+class Bpftrace:
+    """bpftrace with uprobes at offset 0 of libc's malloc, calloc, realloc
+    and free for one pid, as an SRE would run it; counts its hits."""
+
+    def __init__(self, pid):
+        probes = " ".join(
+            f"uprobe:{LIBC}:{fn} /pid == {pid}/ {{ @{fn} = count(); }}"
+            for fn in ("malloc", "calloc", "realloc", "free"))
+        self.proc = subprocess.Popen(["bpftrace", "-e", probes], stdout=subprocess.PIPE,
+                                     stderr=subprocess.STDOUT, text=True)
+        # It may warn first (RLIMIT_MEMLOCK, which BPF no longer needs).
+        seen = []
+        while not (seen and seen[-1].startswith("Attaching")) and len(seen) < 5:
+            seen.append(self.proc.stdout.readline())
+            h.check(seen[-1], f"bpftrace did not start: {''.join(seen)!r}")
+        # bpftrace prints "Attaching N probes..." before it attaches them.
+        time.sleep(1.0)
+        h.check(self.proc.poll() is None, "bpftrace exited")
+
+    def stop(self):
+        """Ends it; returns its hit counts by function."""
+        self.proc.send_signal(signal.SIGINT)
+        out, _ = self.proc.communicate(timeout=60)
+        return {m.group(1): int(m.group(2)) for m in re.finditer(r"@(\w+): (\d+)", out)}
+
+
+class ForeignUprobesTest(unittest.TestCase):
+    """Another tool's uprobes at the entries of malloc and free, placed
+    after the attach and taken out before the detach. With entries patched
+    into jumps, the kernel emulated the file's first instruction and
+    resumed inside the jump: the process died within seconds."""
+
+    def test_exact_totals_stay_exact_under_bpftrace(self):
+        with h.Daemon("--sample-interval", "1") as d, h.Workload("exact") as w:
+            d.profile(f"/debug/pprof/heap?pid={w.pid}")
+            tracer = Bpftrace(w.pid)
+            w.run()
+            heap = h.decode(d.profile(f"/debug/pprof/heap?pid={w.pid}"))
+            hits = tracer.stop()
+            w.finish()
+            d.check_alive()
+            metrics = d.get("/metrics")[1].decode()
+        h.check(f'pid="{w.pid}",comm="exact",sampler="inprocess"' in metrics,
+                "exact was not on the in-process sampler")
+        h.check(hits.get("malloc", 0) > 0 and hits.get("free", 0) > 0,
+                f"bpftrace's probes were never hit: {hits}")
+        test_exact.check_exact_totals(heap, "heap profile under bpftrace")
+
+    def test_stress_runs_its_checks_under_bpftrace(self):
+        stress = h.Workload("stress")
+        with stress as w, h.Daemon("--sample-interval", "4096") as d:
+            os.setpriority(os.PRIO_PROCESS, w.pid, 19)
+            w.go()
+            d.profile(f"/debug/pprof/heap?pid={w.pid}")
+            tracer = Bpftrace(w.pid)
+            time.sleep(8)
+            hits = tracer.stop()
+            h.check(w.proc.poll() is None, f"stress died under bpftrace: {w.proc.poll()}")
+            w._send_line("stop")
+            w.wait_done(60)
+            w.finish(60)
+        h.check(hits.get("malloc", 0) > 1000, f"bpftrace saw few mallocs: {hits}")
+
+
+class FdSwapTest(unittest.TestCase):
+    """An unprivileged process whose CLONE_FILES sibling dup2()s a root-owned,
+    world-readable file onto the number where the injected memfd_create
+    lands. The daemon used to reopen /proc/PID/fd/N for writing as root and
+    overwrote that file. Now each attach lands in the real memfd or is
+    refused, and the file is never written."""
+
+    def test_no_file_but_the_memfd_is_ever_written(self):
+        nobody = pwd.getpwnam("nobody")
+        with tempfile.TemporaryDirectory() as tmp:
+            os.chmod(tmp, 0o755)
+            victim = os.path.join(tmp, "victim")
+            with open(victim, "wb") as f:
+                f.write(b"root's file\n" * 100)
+            os.chmod(victim, 0o644)
+            before = sha256_of(victim)
+            mtime = os.stat(victim).st_mtime_ns
+            landed = refused = 0
+            for i in range(FD_SWAP_TRIES):
+                w = subprocess.Popen([os.path.join(os.environ["WORKLOADS"], "fdswap"), victim],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     user=nobody.pw_uid, group=nobody.pw_gid, extra_groups=[])
+                try:
+                    line = w.stdout.readline().decode()
+                    h.check(line.startswith("ready"), f"try {i}: fdswap said {line!r}")
+                    out = inject_cycles(w.pid, 1, check=False)
+                    if out.returncode == 0:
+                        landed += 1
+                    else:
+                        h.check("refused" in out.stderr or "No such" in out.stderr,
+                                f"try {i}: the attach failed for another reason: {out.stderr}")
+                        refused += 1
+                    h.check(w.poll() is None, f"try {i}: fdswap died: {w.poll()}")
+                finally:
+                    w.kill()
+                    w.wait()
+                h.check(sha256_of(victim) == before and
+                        os.stat(victim).st_mtime_ns == mtime,
+                        f"try {i}: the root-owned file was written")
+            print(f"  {FD_SWAP_TRIES} tries: {landed} attached, {refused} refused, "
+                  f"0 files written", flush=True)
+
+
+class LaterModulesTest(unittest.TestCase):
+    """A plugin dlopened after the attach, by its bare name, from a library
+    whose own RUNPATH ($ORIGIN/plugins) alone finds it: dlopen must see that
+    library as its caller (the plugin loads), and the plugin's allocations
+    must be counted exactly though its slots did not exist at the attach."""
+
+    def test_a_plugin_loaded_after_the_attach_is_counted_exactly(self):
+        n = 50
+        with h.Daemon("--sample-interval", "1") as d, h.Workload("dlopener", str(n)) as w:
+            d.profile(f"/debug/pprof/heap?pid={w.pid}")
+            w.go()
+            w.wait_done(30)
+            heap = h.decode(d.profile(f"/debug/pprof/heap?pid={w.pid}"))
+            w.finish()
+        rows = [s for s in heap.samples if s.leaf() == "dlalloc_run"]
+        h.check(rows, f"no sample of dlalloc_run: {h.describe(heap.samples)}")
+        inuse = [sum(s.values[i] for s in rows) for i in range(4)]
+        h.check_equal(inuse, [n, n * 4321, n, n * 4321], "dlalloc_run's totals "
+                      "[alloc_objects, alloc_space, inuse_objects, inuse_space]")
+
+
+class UnseenFreesTest(unittest.TestCase):
+    """Frees through a pointer to free taken before the attach pass no slot:
+    when the allocator hands such an address out again, the sampler takes
+    the old sample out of in-use first, and /metrics counts it."""
+
+    def test_a_freed_block_given_out_again_leaves_in_use(self):
+        with h.Daemon("--sample-interval", "1") as d, h.Workload("keptfree") as w:
+            d.profile(f"/debug/pprof/heap?pid={w.pid}")
+            w.go()
+            w.wait_done(30)
+            heap = h.decode(d.profile(f"/debug/pprof/heap?pid={w.pid}"))
+            metrics = d.get("/metrics")[1].decode()
+            w.finish()
+
+        def totals(leaf):
+            rows = [s for s in heap.samples if s.leaf() == leaf]
+            return [sum(s.values[i] for s in rows) for i in range(4)]
+        h.check_equal(totals("first_batch"), [100, 6400, 0, 0], "first_batch (freed unseen)")
+        h.check_equal(totals("second_batch"), [100, 6400, 100, 6400], "second_batch (held)")
+        m = re.search(r"^heapprofd_frees_unseen_total (\d+)", metrics, re.M)
+        h.check(m and int(m.group(1)) >= 100, f"unseen frees not counted: {m and m.group(0)}")
+
+
+class SignalsTest(unittest.TestCase):
+    """sigqueue values (SI_QUEUE) and tgkill (SI_TKILL) sent to every thread
+    while the sampler is put in and taken out 30 times: each arrives with
+    its siginfo, none is lost. A thread released from a ptrace stop without
+    its siginfo got SI_KERNEL, which glibc ignores for its own signals."""
+
+    def test_siginfo_survives_the_attaches(self):
+        with h.Workload("sigcheck") as w:
+            w.go()
+            out = inject_cycles(w.pid, 30)
+            print(f"  {out.stdout.strip()}", flush=True)
+            w._send_line("stop")
+            rc = w.proc.wait(60)
+            tail = w.proc.stdout.read() if w.proc.stdout else ""
+            h.check(rc == 0, f"sigcheck exited {rc}: {tail}")
+
+
+class RefusalsTest(unittest.TestCase):
+    """A process the sampler must not serve is refused with the reason, and
+    no thread is left stopped."""
+
+    def test_a_process_with_a_traced_thread_is_refused(self):
+        with h.Workload("stress") as w:
+            os.setpriority(os.PRIO_PROCESS, w.pid, 19)
+            w.go()
+            tids = sorted(int(t) for t in os.listdir(f"/proc/{w.pid}/task"))
+            strace = subprocess.Popen(["strace", "-q", "-o", "/dev/null", "-p", str(tids[-1])],
+                                      stderr=subprocess.DEVNULL)
+            try:
+                deadline = time.monotonic() + 10
+                while time.monotonic() < deadline:
+                    with open(f"/proc/{w.pid}/task/{tids[-1]}/status") as f:
+                        if "TracerPid:\t0" not in f.read():
+                            break
+                    time.sleep(0.05)
+                out = inject_cycles(w.pid, 1, check=False)
+                h.check(out.returncode != 0 and "traced by process" in out.stderr,
+                        f"not refused as traced: {out.returncode} {out.stderr}")
+                h.check_equal(stopped_threads(w.pid), [], "threads left stopped")
+            finally:
+                strace.terminate()
+                strace.wait(30)
+            h.check(w.proc.poll() is None, "stress died")
+            w._send_line("stop")
+            w.wait_done(60)
+            w.finish(60)
+
+    def test_a_process_under_seccomp_is_refused(self):
+        with h.Workload("seccomped") as w:
+            out = inject_cycles(w.pid, 1, check=False)
+            h.check(out.returncode != 0 and "seccomp" in out.stderr,
+                    f"not refused for seccomp: {out.returncode} {out.stderr}")
+            h.check_equal(stopped_threads(w.pid), [], "threads left stopped")
+            w._send_line("stop")
+            h.check_equal(w.proc.wait(30), 0, "seccomped's exit status")
+
+    def test_a_thread_under_seccomp_is_passed_over(self):
+        with h.Workload("seccomped", "one") as w:
+            inject_cycles(w.pid, 3)
+            h.check_equal(stopped_threads(w.pid), [], "threads left stopped")
+            w._send_line("stop")
+            h.check_equal(w.proc.wait(30), 0, "seccomped's exit status")
+
+
+if __name__ == "__main__":
+    h.main()
