@@ -14,6 +14,7 @@
  */
 #include "process_watch.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -90,21 +91,63 @@ static void on_fork(struct process_watch *w, const struct hp_proc_event *ev)
     /* The child's memory holds its parent's sampler (a patch, or uprobes'
      * breakpoints): it gets the same. */
     enum sampler_kind sampler;
-    bool parent_known = targets_holders_of(w->targets, p.parent, &parent, &sampler);
+    int state = targets_fork_parent(w->targets, p.parent, &parent, &sampler, &p.owned, &p.owner);
+    bool parent_known = state > 0;
+    if (state == 0) { /* its parent is being attached: it follows once that is done */
+        p.wait_parent = true;
+        watch_add_pending(w, &p);
+        return;
+    }
     if (parent_known)
         p.sampler = (int)sampler;
     for (size_t i = 0; i < w->npending && !parent_known; i++)
         if (w->pending[i].pid == p.parent) { /* a child's child, forked in its grace */
             parent = w->pending[i].holders;
             p.sampler = w->pending[i].sampler;
+            p.owned = w->pending[i].owned;
+            p.owner = w->pending[i].owner;
+            p.wait_parent = w->pending[i].wait_parent;
             parent_known = true;
         }
+    if (p.wait_parent) {
+        watch_add_pending(w, &p);
+        return;
+    }
     if (parent_known)
         p.holders = holders_for_child(&parent, now);
     if (holders_held(&p.holders, now))
         watch_add_pending(w, &p);
     else if (w->events)
         process_events_unwatch(w->events, p.pid); /* its parent is no longer profiled */
+}
+
+void watch_existing_children(struct process_watch *w, pid_t pid)
+{
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+    DIR *d = opendir(path);
+    struct dirent *de;
+    while (d && (de = readdir(d)) != NULL) {
+        if (de->d_name[0] == '.')
+            continue;
+        char children[300];
+        snprintf(children, sizeof(children), "/proc/%d/task/%s/children", (int)pid, de->d_name);
+        FILE *f = fopen(children, "re");
+        long child;
+        while (f && fscanf(f, "%ld", &child) == 1) {
+            /* As if forked now, past its grace: it has run a while already. */
+            struct hp_proc_event ev = {.type = HP_EVENT_FORK, .pid = (__u32)child,
+                                       .ppid = (__u32)pid,
+                                       .time_ns = monotonic_ns() - FORK_GRACE_NS};
+            if (w->events)
+                process_events_watch(w->events, (pid_t)child);
+            on_fork(w, &ev);
+        }
+        if (f)
+            fclose(f);
+    }
+    if (d)
+        closedir(d);
 }
 
 /* Queues an exit for the reaper. */

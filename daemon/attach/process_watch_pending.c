@@ -54,6 +54,8 @@ static void finish_pending(struct process_watch *w, const struct pending *p, int
                            const char *err)
 {
     uint64_t delay = monotonic_ns() - p->event_ns;
+    if (e == 0)
+        watch_existing_children(w, p->pid);
     if (e == 0 && p->parent) {
         watch_count(w, &w->stats.forks_attached, 1);
     } else if (e == 0 && p->reattach) {
@@ -96,6 +98,33 @@ static void finish_pending(struct process_watch *w, const struct pending *p, int
 /* Attaches the pending processes whose time has come: an exec'd one once
  * its libraries are loaded (or EXEC_SETTLE_MAX_NS passed), a child after
  * its grace. */
+/* How often a child forked during its parent's attach looks again, and for
+ * how long at most (an attach that never ends is bounded well below). */
+#define PENDING_PARENT_POLL_NS 2000000ULL
+#define PENDING_PARENT_MAX_NS 60000000000ULL
+
+/*
+ * A child that waits for its parent's attach: true once the parent is live
+ * (the child then holds as its parent, with its sampler and owner). False
+ * while it attaches (wait_parent stays set), or when it is no target any
+ * more, or waited too long (wait_parent cleared: the child is dropped).
+ */
+static bool parent_settled(struct process_watch *w, struct pending *p, uint64_t now)
+{
+    struct holders parent;
+    enum sampler_kind sampler;
+    int state = targets_fork_parent(w->targets, p->parent, &parent, &sampler, &p->owned,
+                                    &p->owner);
+    if (state == 0 && now - p->event_ns < PENDING_PARENT_MAX_NS)
+        return false;
+    p->wait_parent = false;
+    if (state <= 0)
+        return false;
+    p->holders = holders_for_child(&parent, now);
+    p->sampler = (int)sampler;
+    return holders_held(&p->holders, now);
+}
+
 void watch_attach_pending(struct process_watch *w)
 {
     for (size_t i = 0; i < w->npending;) {
@@ -105,12 +134,24 @@ void watch_attach_pending(struct process_watch *w)
             i++;
             continue;
         }
+        if (p->wait_parent && !parent_settled(w, p, now)) {
+            if (p->wait_parent) { /* still attaching */
+                p->not_before_ns = now + PENDING_PARENT_POLL_NS;
+                i++;
+                continue;
+            }
+            if (w->events) /* its parent was not attached: nor is it */
+                process_events_unwatch(w->events, p->pid);
+            w->pending[i] = w->pending[--w->npending];
+            continue;
+        }
         char err[512] = "";
         bool settle = now - p->event_ns < EXEC_SETTLE_MAX_NS;
         enum sampler_kind sampler = (enum sampler_kind)p->sampler;
         struct hold_request how = {.event_ns = p->event_ns, .just_exec_d = settle,
                                    .reattach = p->reattach,
-                                   .sampler = p->sampler >= 0 ? &sampler : NULL};
+                                   .sampler = p->sampler >= 0 ? &sampler : NULL,
+                                   .owner = p->owned ? &p->owner : NULL};
         int e = holders_held(&p->holders, now)
                     ? targets_hold_set(w->targets, p->pid, &p->holders, &how, err, sizeof(err))
                     : -ESRCH; /* its holds ended while it waited */

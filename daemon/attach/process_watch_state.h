@@ -52,6 +52,10 @@ struct pending {
     uint64_t event_ns;     /* its exec or fork */
     uint64_t not_before_ns; /* a child: its fork plus the grace */
     struct holders holders;
+    bool wait_parent;      /* a child forked while its parent was being attached: its holders,
+                            * sampler and owner are its parent's once that is live */
+    bool owned;            /* a child: its parent's owner, whose cap it counts against */
+    uid_t owner;
 };
 
 /* The watch: what both threads share, under `lock`, and the attacher's own. */
@@ -97,5 +101,10 @@ void watch_attach_pending(struct process_watch *w);
 
 /* Whether `pid` waits in the pending list (the scan leaves it be). */
 bool watch_is_pending(struct process_watch *w, pid_t pid);
+
+/* Queues the children `pid` has now as forks of it: those forked before
+ * it was attached (a server that forks its workers at start) carry its
+ * sampler and are attached as fork children. In process_watch.c. */
+void watch_existing_children(struct process_watch *w, pid_t pid);
 
 #endif

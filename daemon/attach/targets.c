@@ -185,6 +185,10 @@ static int attach(struct targets *t, size_t slot, struct target *tg, const struc
     /* Tables, ranges and a zeroed hit counter before the first probe fires. */
     target_update_unwind_tables(t, pid);
 
+    /* Its forks from now on are news: a child forked while the sampler is
+     * put in carries it too, and is attached once its parent is live. */
+    if (t->events)
+        process_events_watch(t->events, pid);
     e = bpf_state_set_image(t->bpf, (uint32_t)slot, &img);
     if (e == 0)
         e = bpf_state_zero_hits(t->bpf, (uint32_t)slot);
@@ -197,8 +201,8 @@ static int attach(struct targets *t, size_t slot, struct target *tg, const struc
     allocator_plan_free(&plan);
     if (e == 0 && proc_cpu_time_ns(pid, &tg->cpu_ns_at_attach) == 0)
         tg->cpu_ns_last = tg->cpu_ns_at_attach;
-    if (e == 0 && t->events)
-        process_events_watch(t->events, pid); /* its forks and exit */
+    if (e && t->events)
+        process_events_unwatch(t->events, pid);
     return e;
 }
 
@@ -368,6 +372,29 @@ int targets_hold(struct targets *t, pid_t pid, const struct hold_request *why, c
     struct holders h = {{0}, {0}};
     holders_add(&h, why->kind, why->until_ns);
     return targets_hold_set(t, pid, &h, why, err, errlen);
+}
+
+int targets_fork_parent(struct targets *t, pid_t pid, struct holders *holders,
+                        enum sampler_kind *sampler, bool *owned, uid_t *owner)
+{
+    int r = -1;
+    targets_lock(t);
+    for (size_t i = 0; i < HP_MAX_TARGETS && r < 0; i++) {
+        struct target *tg = t->slot[i];
+        if (!tg || tg->pid != pid)
+            continue;
+        if (tg->state == TARGET_ATTACHING) {
+            r = 0;
+        } else if (target_live(tg)) {
+            *holders = tg->holders;
+            *sampler = tg->inproc ? SAMPLER_INPROCESS : SAMPLER_UPROBE;
+            *owned = tg->owned;
+            *owner = tg->owner;
+            r = 1;
+        }
+    }
+    targets_unlock(t);
+    return r;
 }
 
 bool targets_holders_of(struct targets *t, pid_t pid, struct holders *out,

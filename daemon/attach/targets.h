@@ -182,6 +182,12 @@ int targets_hold_set(struct targets *t, pid_t pid, const struct holders *holders
  * holds it any more it is detached now, no last profile kept. */
 void targets_release(struct targets *t, pid_t pid, enum hold_kind kind);
 
+/* As a fork's parent, target `pid` is: 1 live (its holders, sampler and
+ * owner filled in), 0 still attaching (a child forked now is attached once
+ * it is live), or -1 not a target. */
+int targets_fork_parent(struct targets *t, pid_t pid, struct holders *holders,
+                        enum sampler_kind *sampler, bool *owned, uid_t *owner);
+
 /* The holders of target `pid`, and the sampler in use in it if `sampler`
  * is not NULL (false if it is not a target). */
 bool targets_holders_of(struct targets *t, pid_t pid, struct holders *out,
