@@ -273,5 +273,45 @@ class RefusalsTest(unittest.TestCase):
             h.check_equal(w.proc.wait(30), 0, "seccomped's exit status")
 
 
+class RealProgramsTest(unittest.TestCase):
+    """Real programs under a rule, every process of theirs profiled."""
+
+    def test_stress_ng_verifies_with_every_worker_on_the_sampler(self):
+        """stress-ng's allocation, fork, vfork, clone, exec, pthread and
+        signal stressors with --verify, as an unprivileged user (its exec
+        stressor refuses root), under --comm stress-ng: its workers, forked
+        right at its start, are attached as forks of it."""
+        nobody = pwd.getpwnam("nobody")
+        with tempfile.TemporaryDirectory() as tmp, \
+                h.Daemon("--comm", "stress-ng", "--sample-interval", "65536") as d:
+            os.chmod(tmp, 0o777)
+            run = subprocess.Popen(
+                ["stress-ng", "--malloc", "2", "--fork", "2", "--vfork", "1", "--clone", "1",
+                 "--exec", "1", "--pthread", "1", "--signal", "1", "--verify", "-t", "10s",
+                 "--temp-path", tmp], cwd=tmp, user=nobody.pw_uid, group=nobody.pw_gid,
+                extra_groups=[], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            # Its workers are attached as their parent's forks, one after
+            # another: the names seen on the sampler while it runs.
+            on, fallbacks = set(), []
+            while run.poll() is None:
+                metrics = d.get("/metrics")[1].decode()
+                on |= set(re.findall(r'heapprofd_target_sampler\{pid="\d+",'
+                                     r'comm="(stress-ng[^"]*)",sampler="inprocess"', metrics))
+                fallbacks += re.findall(r'heapprofd_target_sampler\{[^}]*comm="stress-ng[^}]*'
+                                        r'sampler="uprobe"[^}]*\}', metrics)
+                time.sleep(0.5)
+            out, _ = run.communicate(timeout=120)
+            d.check_alive()
+        workers = {c for c in on if c != "stress-ng"}
+        h.check_equal(run.returncode, 0, f"stress-ng's exit status:\n{out}")
+        h.check("successful run completed" in out, f"stress-ng did not complete:\n{out}")
+        # The fork stressor's children flood the attacher (one at a time:
+        # attaching bursts in parallel is work of its own), so not every
+        # kind of worker is reached while the run lasts on a busy machine.
+        h.check("stress-ng" in on and len(workers) >= 3,
+                f"stress-ng's processes on the in-process sampler: {sorted(on)}")
+        h.check(not fallbacks, f"stress-ng processes on uprobes: {fallbacks[:5]}")
+
+
 if __name__ == "__main__":
     h.main()
