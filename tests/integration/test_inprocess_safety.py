@@ -312,6 +312,33 @@ class RealProgramsTest(unittest.TestCase):
                 f"stress-ng's processes on the in-process sampler: {sorted(on)}")
         h.check(not fallbacks, f"stress-ng processes on uprobes: {fallbacks[:5]}")
 
+    def test_cpython_s_own_tests_pass_with_every_python_profiled_from_exec(self):
+        """A part of CPython's test suite (Debian's libpython3.11-testsuite:
+        threading, signal, mmap, gc, os, subprocess), run by regrtest in 3
+        worker processes, with every python3.11 profiled from its exec:
+        SUCCESS, as it is unprofiled on this machine."""
+        python = "/usr/bin/python3.11"
+        with h.Daemon("--exe", python, "--sample-interval", "65536") as d:
+            run = subprocess.Popen(
+                [python, "-m", "test", "-j3", "test_threading", "test_signal", "test_mmap",
+                 "test_gc", "test_os", "test_subprocess"],
+                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                cwd=tempfile.gettempdir())
+            pids, fallbacks = set(), []
+            while run.poll() is None:
+                metrics = d.get("/metrics")[1].decode()
+                pids |= set(re.findall(r'heapprofd_target_sampler\{pid="(\d+)",comm="python3[^"]*",'
+                                       r'sampler="inprocess"', metrics))
+                fallbacks += re.findall(r'heapprofd_target_sampler\{[^}]*sampler="uprobe"[^}]*\}',
+                                        metrics)
+                time.sleep(1)
+            out, _ = run.communicate(timeout=600)
+            d.check_alive()
+        h.check(run.returncode == 0 and "Tests result: SUCCESS" in out,
+                f"CPython's tests under profiling ({run.returncode}):\n{out[-3000:]}")
+        h.check(len(pids) >= 4, f"python processes seen on the in-process sampler: {pids}")
+        h.check(not fallbacks, f"python processes on uprobes: {fallbacks[:5]}")
+
 
 if __name__ == "__main__":
     h.main()
