@@ -305,7 +305,18 @@ int thread_stop_one(pid_t pid, int mem_fd, struct stopped_thread *st, char *err,
     st->mem_fd = mem_fd;
     pid_t cand[THREAD_MAX_CANDIDATES];
     int seccomp = 0, traced = 0, blocked = 0;
-    size_t n = candidates(pid, cand, THREAD_MAX_CANDIDATES, &seccomp, &traced, &blocked);
+    size_t n = 0;
+    /* A thread blocked where a stop would show is waited for a little:
+     * an event loop wakes up often, and one running thread will do. */
+    uint64_t give_up = monotonic_ns() + THREAD_SAFE_WAIT_MS * 1000000ULL;
+    for (;;) {
+        seccomp = traced = blocked = 0;
+        n = candidates(pid, cand, THREAD_MAX_CANDIDATES, &seccomp, &traced, &blocked);
+        if (n || traced || !blocked || monotonic_ns() > give_up)
+            break;
+        struct timespec pause = {0, 200000};
+        nanosleep(&pause, NULL);
+    }
     const char *why = NULL;
     /* A debugger or tracer may be stepping any thread, or may stop the
      * process while a thread runs our code: a traced process is left to
@@ -324,7 +335,7 @@ int thread_stop_one(pid_t pid, int mem_fd, struct stopped_thread *st, char *err,
             return e == -EPERM ? -EBUSY : e;
         }
     }
-    if (n == 0 && traced + seccomp + blocked == 0) {
+    if (n == 0 && seccomp + blocked == 0) {
         snprintf(err, errlen, "process %d has no threads left", (int)pid);
         return -ESRCH;
     }

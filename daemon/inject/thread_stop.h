@@ -34,6 +34,9 @@
 /* Signals kept for the thread while it is held; a thread held a few ms
  * rarely gets one, and standard signals do not queue anyway. */
 #define THREAD_MAX_HELD_SIGNALS 8
+/* How long to wait for a thread that may be stopped unseen, when every
+ * one is blocked in a call a stop would fail with EINTR. */
+#define THREAD_SAFE_WAIT_MS 200
 /* Threads tried before giving up: each is a candidate that turned out
  * unfit once stopped (inside an rseq critical section, a seccomp filter
  * installed meanwhile). */

@@ -12,8 +12,8 @@ configurations:
                      in one uprobe_multi link (floor_probes --layout
                      emulated): the floor, the least any uprobe
                      profiler that sees every malloc and free can cost;
-  heapprofd          heapprofd at its default sample interval and probe
-                     layout (auto: uprobe sessions on 6.13+), attached with
+  heapprofd          heapprofd with the uprobe sampler at its default sample
+                     interval and probe layout (auto: uprobe sessions on 6.13+), attached with
                      GET /debug/pprof/heap?pid=N (synchronous) before the
                      workload starts its measured loop;
   heapprofd-classic  the same with --probe-layout classic (perf-event
@@ -138,14 +138,16 @@ CONFIGS = {
 # Every-allocation-sampled configuration -> its default-interval counterpart.
 SAMPLED = {"heapprofd-every": "heapprofd", "heapprofd-classic-every": "heapprofd-classic",
            "heapprofd-inprocess-every": "heapprofd-inprocess"}
-# Daemon key -> heapprofd arguments.
+# Daemon key -> heapprofd arguments. The uprobe sampler's configurations
+# name it: the in-process sampler is the default.
+UPROBE = ["--sampler", "uprobe"]
 DAEMONS = {
-    "auto": [],
-    "classic": ["--probe-layout", "classic"],
-    "unsampled": ["--sample-interval", str(NEVER_SAMPLE)],
-    "idle": ["--idle-detach", "1s"],
-    "auto-every": ["--sample-interval", "1"],
-    "classic-every": ["--sample-interval", "1", "--probe-layout", "classic"],
+    "auto": UPROBE,
+    "classic": UPROBE + ["--probe-layout", "classic"],
+    "unsampled": UPROBE + ["--sample-interval", str(NEVER_SAMPLE)],
+    "idle": UPROBE + ["--idle-detach", "1s"],
+    "auto-every": UPROBE + ["--sample-interval", "1"],
+    "classic-every": UPROBE + ["--sample-interval", "1", "--probe-layout", "classic"],
     "inprocess": ["--sampler", "inprocess"],
     "inprocess-every": ["--sampler", "inprocess", "--sample-interval", "1"],
 }

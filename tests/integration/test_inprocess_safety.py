@@ -337,7 +337,11 @@ class RealProgramsTest(unittest.TestCase):
         h.check(run.returncode == 0 and "Tests result: SUCCESS" in out,
                 f"CPython's tests under profiling ({run.returncode}):\n{out[-3000:]}")
         h.check(len(pids) >= 4, f"python processes seen on the in-process sampler: {pids}")
-        h.check(not fallbacks, f"python processes on uprobes: {fallbacks[:5]}")
+        # A process whose every thread sits in a call a stop would fail with
+        # EINTR (a test's server in accept(), say) gets uprobes, with that
+        # reason; no other fallback is expected.
+        other = [f for f in fallbacks if "can be stopped unseen" not in f]
+        h.check(not other, f"python processes on uprobes: {other[:5]}")
 
 
 if __name__ == "__main__":
