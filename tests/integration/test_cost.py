@@ -1,4 +1,4 @@
-"""What heapprofd costs each process (docs/operations.md, "What profiling
+"""What the uprobe sampler costs each process (docs/operations.md, "What profiling
 costs a process"): every probe run in a target is counted per target
 (heapprofd_target_probe_hits_total), and the CPU time it added is estimated
 as hits times the cost of one hit calibrated at start-up, plus what each
@@ -113,7 +113,7 @@ def compare(sharers):
     bare, probed, estimates = [], [], []
     for _ in range(RUNS):
         bare.append(bench()[0])
-        with h.Daemon("--max-targets", str(SHARERS + 1)) as d:
+        with h.Daemon("--sampler", "uprobe", "--max-targets", str(SHARERS + 1)) as d:
             calibrated(d)
             others = [subprocess.Popen(["sleep", "60"], env=private_libc_env())
                       for _ in range(sharers)]
@@ -139,7 +139,7 @@ def compare(sharers):
 
 class CostTest(unittest.TestCase):
     def test_probe_hits_are_counted_per_target(self):
-        with h.Daemon() as d, h.Workload("exits", 60000) as w:
+        with h.Daemon("--sampler", "uprobe") as d, h.Workload("exits", 60000) as w:
             d.profile(f"/debug/pprof/heap?pid={w.pid}")
             w.go()
             labels = (("pid", str(w.pid)), ("comm", "exits"))

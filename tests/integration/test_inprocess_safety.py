@@ -68,19 +68,30 @@ class Bpftrace:
             for fn in ("malloc", "calloc", "realloc", "free"))
         self.proc = subprocess.Popen(["bpftrace", "-e", probes], stdout=subprocess.PIPE,
                                      stderr=subprocess.STDOUT, text=True)
-        # It may warn first (RLIMIT_MEMLOCK, which BPF no longer needs).
-        seen = []
-        while not (seen and seen[-1].startswith("Attaching")) and len(seen) < 5:
-            seen.append(self.proc.stdout.readline())
-            h.check(seen[-1], f"bpftrace did not start: {''.join(seen)!r}")
-        # bpftrace prints "Attaching N probes..." before it attaches them.
-        time.sleep(1.0)
-        h.check(self.proc.poll() is None, "bpftrace exited")
+        try:
+            # It may warn first (RLIMIT_MEMLOCK, which BPF no longer needs).
+            seen = []
+            while not (seen and seen[-1].startswith("Attaching")) and len(seen) < 5:
+                seen.append(self.proc.stdout.readline())
+                h.check(seen[-1], f"bpftrace did not start: {''.join(seen)!r}")
+            # bpftrace prints "Attaching N probes..." before it attaches them.
+            time.sleep(1.0)
+            h.check(self.proc.poll() is None, "bpftrace exited")
+        except BaseException:
+            # Its probes have no pid filter (the predicate is in the
+            # program): one left behind would trap in every process.
+            self.proc.kill()
+            self.proc.wait()
+            raise
 
     def stop(self):
         """Ends it; returns its hit counts by function."""
         self.proc.send_signal(signal.SIGINT)
-        out, _ = self.proc.communicate(timeout=60)
+        try:
+            out, _ = self.proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            out, _ = self.proc.communicate()
         return {m.group(1): int(m.group(2)) for m in re.finditer(r"@(\w+): (\d+)", out)}
 
 
@@ -94,9 +105,11 @@ class ForeignUprobesTest(unittest.TestCase):
         with h.Daemon("--sample-interval", "1") as d, h.Workload("exact") as w:
             d.profile(f"/debug/pprof/heap?pid={w.pid}")
             tracer = Bpftrace(w.pid)
-            w.run()
-            heap = h.decode(d.profile(f"/debug/pprof/heap?pid={w.pid}"))
-            hits = tracer.stop()
+            try:
+                w.run()
+                heap = h.decode(d.profile(f"/debug/pprof/heap?pid={w.pid}"))
+            finally:
+                hits = tracer.stop()
             w.finish()
             d.check_alive()
             metrics = d.get("/metrics")[1].decode()
@@ -113,8 +126,10 @@ class ForeignUprobesTest(unittest.TestCase):
             w.go()
             d.profile(f"/debug/pprof/heap?pid={w.pid}")
             tracer = Bpftrace(w.pid)
-            time.sleep(8)
-            hits = tracer.stop()
+            try:
+                time.sleep(8)
+            finally:
+                hits = tracer.stop()
             h.check(w.proc.poll() is None, f"stress died under bpftrace: {w.proc.poll()}")
             w._send_line("stop")
             w.wait_done(60)
