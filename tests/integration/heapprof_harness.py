@@ -668,6 +668,19 @@ def cgroup_for_test(tmp, name):
             subprocess.run(["umount", mounted_here], capture_output=True)
 
 
+def wait_traced(pid, tid=None, timeout=10):
+    """Waits until a tracer (gdb, strace) has attached to thread `tid` of
+    `pid` (its main thread by default); fails at the deadline."""
+    path = f"/proc/{pid}/task/{tid or pid}/status"
+    deadline = time.monotonic() + timeout
+    while True:
+        with open(path) as f:
+            if "TracerPid:\t0" not in f.read():
+                return
+        check(time.monotonic() < deadline, f"no tracer attached to {path} within {timeout} s")
+        time.sleep(0.05)
+
+
 def nonexistent_pid():
     """A pid with no process (the highest free one below pid_max)."""
     with open("/proc/sys/kernel/pid_max") as f:

@@ -272,12 +272,7 @@ class InprocessTest(unittest.TestCase):
                                        "shell sleep 3"], stdin=subprocess.DEVNULL,
                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             try:
-                deadline = time.monotonic() + 10
-                while time.monotonic() < deadline:
-                    with open(f"/proc/{w.pid}/status") as f:
-                        if "TracerPid:\t0" not in f.read():
-                            break
-                    time.sleep(0.05)
+                h.wait_traced(w.pid)
                 d.profile(f"/debug/pprof/heap?pid={w.pid}")
                 metrics = d.get("/metrics")[1].decode()
                 h.check(f'pid="{w.pid}",comm="stress",sampler="uprobe",reason="process {w.pid} is '

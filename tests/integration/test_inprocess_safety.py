@@ -253,12 +253,7 @@ class RefusalsTest(unittest.TestCase):
             strace = subprocess.Popen(["strace", "-q", "-o", "/dev/null", "-p", str(tids[-1])],
                                       stderr=subprocess.DEVNULL)
             try:
-                deadline = time.monotonic() + 10
-                while time.monotonic() < deadline:
-                    with open(f"/proc/{w.pid}/task/{tids[-1]}/status") as f:
-                        if "TracerPid:\t0" not in f.read():
-                            break
-                    time.sleep(0.05)
+                h.wait_traced(w.pid, tids[-1])
                 out = inject_cycles(w.pid, 1, check=False)
                 h.check(out.returncode != 0 and "traced by process" in out.stderr,
                         f"not refused as traced: {out.returncode} {out.stderr}")
