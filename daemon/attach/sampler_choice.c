@@ -73,8 +73,11 @@ static int same_process(void *arg, pid_t pid, char *err, size_t errlen)
 static int attach_reports(void *arg, const struct inject_state *s, char *err, size_t errlen)
 {
     struct ready_ctx *c = arg;
-    uint64_t offsets[2] = {s->report_alloc, s->report_free};
-    uint64_t cookies[2] = {HP_REPORT_ALLOC, HP_REPORT_FREE};
+    /* The free probe first: in a forked child the wrappers already call
+     * both, and an allocation recorded before the free probe is in would
+     * have its free missed (a false in-use). */
+    uint64_t offsets[2] = {s->report_free, s->report_alloc};
+    uint64_t cookies[2] = {HP_REPORT_FREE, HP_REPORT_ALLOC};
     if (c->bpf->layout == LAYOUT_CLASSIC) {
         for (int i = 0; i < 2; i++) {
             LIBBPF_OPTS(bpf_uprobe_opts, opts, .bpf_cookie = cookies[i]);
