@@ -13,9 +13,10 @@ import re
 import shutil
 import subprocess
 import sys
+import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "integration"))
-import heapprof_harness as h  # noqa: E402  (check, run)
+import heapprof_harness as h  # noqa: E402  (check, main)
 
 DEB = os.environ.get("HEAPPROF_DEB", "")
 SOURCE_DIR = os.environ.get("HEAPPROF_SOURCE_DIR", "")
@@ -65,20 +66,21 @@ def lintian_tags():
     return found
 
 
-def test_lintian_reports_only_the_explained_tags():
-    want, got = expected_tags(), lintian_tags()
-    new = sorted(set(got) - set(want))
-    h.check(not new, "lintian tags not in packaging/lintian-tags.txt (fix them, or list "
-                     "them there with the reason they stay):\n" +
-            "\n".join(line for tag in new for line in got[tag]))
-    stale = sorted(set(want) - set(got))
-    h.check(not stale, f"tags in packaging/lintian-tags.txt that lintian no longer reports "
-                       f"(remove them): {stale}")
-    print(f"lintian: {len(got)} tags, all explained in packaging/lintian-tags.txt", flush=True)
+class LintianTest(unittest.TestCase):
+    def test_lintian_reports_only_the_explained_tags(self):
+        want, got = expected_tags(), lintian_tags()
+        new = sorted(set(got) - set(want))
+        h.check(not new, "lintian tags not in packaging/lintian-tags.txt (fix them, or list "
+                         "them there with the reason they stay):\n" +
+                "\n".join(line for tag in new for line in got[tag]))
+        stale = sorted(set(want) - set(got))
+        h.check(not stale, f"tags in packaging/lintian-tags.txt that lintian no longer reports "
+                           f"(remove them): {stale}")
+        print(f"lintian: {len(got)} tags, all explained in packaging/lintian-tags.txt", flush=True)
 
 
 if __name__ == "__main__":
     if not DEB or not os.path.isfile(DEB):
         sys.exit(f"FAIL: HEAPPROF_DEB={DEB!r} is not a file (the fixture package.build "
                  "makes it; run through ctest)")
-    h.run([test_lintian_reports_only_the_explained_tags])
+    h.main()

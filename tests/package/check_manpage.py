@@ -24,9 +24,10 @@ import re
 import subprocess
 import sys
 import tempfile
+import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "integration"))
-import heapprof_harness as h  # noqa: E402  (check, check_equal, run)
+import heapprof_harness as h  # noqa: E402  (check, check_equal, main)
 
 HEAPPROFD = os.environ.get("HEAPPROFD", "")
 MANPAGE = os.environ.get("HEAPPROF_MANPAGE", "")
@@ -89,58 +90,56 @@ def tagged_names(lines, pattern):
     return names
 
 
-def test_every_parsed_flag_is_in_help():
-    parsed, shown = parser_flags(), help_flags()
-    missing = sorted(parsed - shown - {"help"})
-    h.check(not missing, f"flags the parser takes but --help does not list (add a line to "
-                         f"options_usage(); the man page is generated from it): {missing}")
-    unknown = sorted(shown - parsed)
-    h.check(not unknown, f"flags --help lists but the parser does not take: {unknown}")
+class ManPageTest(unittest.TestCase):
+    def test_every_parsed_flag_is_in_help(self):
+        parsed, shown = parser_flags(), help_flags()
+        missing = sorted(parsed - shown - {"help"})
+        h.check(not missing, f"flags the parser takes but --help does not list (add a line to "
+                             f"options_usage(); the man page is generated from it): {missing}")
+        unknown = sorted(shown - parsed)
+        h.check(not unknown, f"flags --help lists but the parser does not take: {unknown}")
 
+    def test_the_man_page_has_every_flag_and_every_config_key(self):
+        shown = help_flags()
+        _, sections = man_sections()
+        for want in ("NAME", "SYNOPSIS", "DESCRIPTION", "OPTIONS", "CONFIGURATION FILE",
+                     "SIGNALS", "EXIT STATUS", "FILES", "SEE ALSO"):
+            h.check(want in sections, f"no {want} section in {MANPAGE}: {sorted(sections)}")
+        options = tagged_names(sections["OPTIONS"], r"\\fB--([a-z][a-z0-9-]*)")
+        h.check_equal(sorted(options), sorted(shown | {"help"}), "flags in the man page's OPTIONS")
+        keys = tagged_names(sections["CONFIGURATION FILE"], r"^\\fB([a-z][a-z0-9-]*)\\fR =")
+        h.check_equal(sorted(keys), sorted(shown - NOT_SETTINGS),
+                      "keys in the man page's CONFIGURATION FILE")
 
-def test_the_man_page_has_every_flag_and_every_config_key():
-    shown = help_flags()
-    _, sections = man_sections()
-    for want in ("NAME", "SYNOPSIS", "DESCRIPTION", "OPTIONS", "CONFIGURATION FILE",
-                 "SIGNALS", "EXIT STATUS", "FILES", "SEE ALSO"):
-        h.check(want in sections, f"no {want} section in {MANPAGE}: {sorted(sections)}")
-    options = tagged_names(sections["OPTIONS"], r"\\fB--([a-z][a-z0-9-]*)")
-    h.check_equal(sorted(options), sorted(shown | {"help"}), "flags in the man page's OPTIONS")
-    keys = tagged_names(sections["CONFIGURATION FILE"], r"^\\fB([a-z][a-z0-9-]*)\\fR =")
-    h.check_equal(sorted(keys), sorted(shown - NOT_SETTINGS),
-                  "keys in the man page's CONFIGURATION FILE")
+    def test_the_binary_knows_every_config_key_of_the_man_page(self):
+        _, sections = man_sections()
+        keys = tagged_names(sections["CONFIGURATION FILE"], r"^\\fB([a-z][a-z0-9-]*)\\fR =")
+        h.check(keys, "no config keys in the man page")
+        with tempfile.TemporaryDirectory(prefix="heapprofd-mancheck.") as tmp:
+            config = os.path.join(tmp, "heapprofd.conf")
+            for key in sorted(keys):
+                # An empty value, then a line no heapprofd knows: whatever the
+                # key accepts, parsing stops before the daemon would start.
+                with open(config, "w") as f:
+                    f.write(f"{key} =\nno-such-setting-here = 1\n")
+                r = subprocess.run([HEAPPROFD, "--config", config], capture_output=True,
+                                   text=True, timeout=30)
+                h.check_equal(r.returncode, 2, f"exit status with config key {key!r}")
+                first = r.stderr.splitlines()[0] if r.stderr else ""
+                h.check(f":1: unknown setting '{key}'" not in first,
+                        f"the man page documents config key {key!r}, which heapprofd does not "
+                        f"know: {first}")
 
-
-def test_the_binary_knows_every_config_key_of_the_man_page():
-    _, sections = man_sections()
-    keys = tagged_names(sections["CONFIGURATION FILE"], r"^\\fB([a-z][a-z0-9-]*)\\fR =")
-    h.check(keys, "no config keys in the man page")
-    with tempfile.TemporaryDirectory(prefix="heapprofd-mancheck.") as tmp:
-        config = os.path.join(tmp, "heapprofd.conf")
-        for key in sorted(keys):
-            # An empty value, then a line no heapprofd knows: whatever the
-            # key accepts, parsing stops before the daemon would start.
-            with open(config, "w") as f:
-                f.write(f"{key} =\nno-such-setting-here = 1\n")
-            r = subprocess.run([HEAPPROFD, "--config", config], capture_output=True,
-                               text=True, timeout=30)
-            h.check_equal(r.returncode, 2, f"exit status with config key {key!r}")
-            first = r.stderr.splitlines()[0] if r.stderr else ""
-            h.check(f":1: unknown setting '{key}'" not in first,
-                    f"the man page documents config key {key!r}, which heapprofd does not "
-                    f"know: {first}")
-
-
-def test_the_man_page_renders_without_warnings_and_names_the_version():
-    text, _ = man_sections()
-    h.check(re.search(rf'^\.TH HEAPPROFD "8" "[^"]+" "heapprofd {re.escape(VERSION)}"', text,
-                      re.M), f"the .TH line does not name heapprofd {VERSION}: "
-                             f"{text.splitlines()[1]}")
-    r = subprocess.run(["man", "--warnings", "-l", MANPAGE], capture_output=True, text=True,
-                       env=dict(os.environ, MANWIDTH="80"), timeout=60)
-    h.check_equal(r.returncode, 0, f"man -l {MANPAGE} exit status ({r.stderr})")
-    h.check(r.stderr.strip() == "", f"groff warnings for {MANPAGE}:\n{r.stderr}")
-    h.check("CONFIGURATION FILE" in r.stdout, "the rendered page lacks CONFIGURATION FILE")
+    def test_the_man_page_renders_without_warnings_and_names_the_version(self):
+        text, _ = man_sections()
+        h.check(re.search(rf'^\.TH HEAPPROFD "8" "[^"]+" "heapprofd {re.escape(VERSION)}"', text,
+                          re.M), f"the .TH line does not name heapprofd {VERSION}: "
+                                 f"{text.splitlines()[1]}")
+        r = subprocess.run(["man", "--warnings", "-l", MANPAGE], capture_output=True, text=True,
+                           env=dict(os.environ, MANWIDTH="80"), timeout=60)
+        h.check_equal(r.returncode, 0, f"man -l {MANPAGE} exit status ({r.stderr})")
+        h.check(r.stderr.strip() == "", f"groff warnings for {MANPAGE}:\n{r.stderr}")
+        h.check("CONFIGURATION FILE" in r.stdout, "the rendered page lacks CONFIGURATION FILE")
 
 
 if __name__ == "__main__":
@@ -149,9 +148,4 @@ if __name__ == "__main__":
         if not value or not os.path.exists(value):
             sys.exit(f"FAIL: {var}={value!r} does not exist (run through ctest; "
                      "the man page needs help2man: scripts/install-deps.sh)")
-    h.run([
-        test_every_parsed_flag_is_in_help,
-        test_the_man_page_has_every_flag_and_every_config_key,
-        test_the_binary_knows_every_config_key_of_the_man_page,
-        test_the_man_page_renders_without_warnings_and_names_the_version,
-    ])
+    h.main()

@@ -32,6 +32,7 @@ HEAPPROF_SOURCE_DIR. Needs root, dpkg, go (go tool pprof), systemd-analyze
 and bpftool. Python's standard library only.
 """
 
+import contextlib
 import fcntl
 import os
 import re
@@ -39,6 +40,7 @@ import signal
 import stat
 import subprocess
 import sys
+import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "integration"))
 import heapprof_harness as h  # noqa: E402
@@ -226,34 +228,34 @@ def check_left_behind(what, allow=()):
     h.check(not left, f"{what} left these behind:\n" + "\n".join(left))
 
 
-def test_install_run_remove_and_purge_leave_nothing_behind():
-    install()
-    check_installed_files()
-    check_depends()
-    check_help_and_unit()
-    ours, _ = s.difference(State.before, s.listing())
-    s.report("installed", ours, limit=60)
-    check_serves_a_workload()
-    check_remove_keeps_only_config()
-    # A daemon holds a lock on its pin directory while it runs; the purge
-    # must leave such a directory alone.
-    make_pin_dir()
-    fd = os.open(PIN_DIR, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        purge(expect_in_output=PIN_DIR_KEPT)
-    finally:
-        os.close(fd)
-    h.check(os.path.isfile(f"{PIN_DIR}/counts"), f"the purge removed the locked {PIN_DIR}")
-    check_left_behind("dpkg -P", allow=(PIN_DIR,))
+class InstallTest(unittest.TestCase):
+    def test_install_run_remove_and_purge_leave_nothing_behind(self):
+        install()
+        check_installed_files()
+        check_depends()
+        check_help_and_unit()
+        ours, _ = s.difference(State.before, s.listing())
+        s.report("installed", ours, limit=60)
+        check_serves_a_workload()
+        check_remove_keeps_only_config()
+        # A daemon holds a lock on its pin directory while it runs; the purge
+        # must leave such a directory alone.
+        make_pin_dir()
+        fd = os.open(PIN_DIR, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            purge(expect_in_output=PIN_DIR_KEPT)
+        finally:
+            os.close(fd)
+        h.check(os.path.isfile(f"{PIN_DIR}/counts"), f"the purge removed the locked {PIN_DIR}")
+        check_left_behind("dpkg -P", allow=(PIN_DIR,))
 
-
-def test_purge_removes_the_pinned_maps():
-    h.check(os.path.isdir(PIN_DIR), f"{PIN_DIR} should be there from the test before")
-    install()
-    purge()
-    h.check(not os.path.exists(PIN_DIR), f"dpkg -P left the unlocked {PIN_DIR}")
-    check_left_behind("install and dpkg -P")
+    def test_purge_removes_the_pinned_maps(self):
+        h.check(os.path.isdir(PIN_DIR), f"{PIN_DIR} should be there from the test before")
+        install()
+        purge()
+        h.check(not os.path.exists(PIN_DIR), f"dpkg -P left the unlocked {PIN_DIR}")
+        check_left_behind("install and dpkg -P")
 
 
 def refuse_to_touch_another_install():
@@ -295,28 +297,51 @@ def clean_up():
         subprocess.run(["umount", "/sys/fs/bpf"])
 
 
-def main():
+@contextlib.contextmanager
+def the_machine():
+    """The machine for the tests: the machine-wide lock, no other heapprofd
+    install (a Failure, changing nothing, if there is one), bpffs mounted and
+    the listing before; the cleanup at the end, whatever happened."""
+    with s.MachineLock():
+        try:
+            refuse_to_touch_another_install()
+        except h.Failure as e:
+            raise h.Failure(f"before any change: {e}") from None
+        try:
+            ensure_bpffs()
+            State.before = s.listing()
+            yield
+        finally:
+            clean_up()
+
+
+def setUpModule():
+    unittest.enterModuleContext(the_machine())
+
+
+class Terminated(KeyboardInterrupt):
+    """A SIGTERM (ctest stopping the test). A KeyboardInterrupt, the one
+    exception unittest does not record as a failure and go on from: the
+    tests stop there, and the cleanup runs (see the end of this file)."""
+
+
+def terminated(*_):
+    raise Terminated()
+
+
+if __name__ == "__main__":
     if not DEB or not os.path.isfile(DEB):
         sys.exit(f"FAIL: HEAPPROF_DEB={DEB!r} is not a file (the fixture package.build "
                  "makes it; run through ctest)")
     if os.geteuid() != 0:
         sys.exit(f"FAIL: installing a package needs root; euid is {os.geteuid()}")
     # A SIGTERM (ctest stopping the test) still runs the cleanup.
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit("FAIL: terminated"))
-    with s.MachineLock():
-        try:
-            refuse_to_touch_another_install()
-        except h.Failure as e:
-            print(f"FAIL before any change: {e}\n0 passed, 1 failed", flush=True)
-            sys.exit(1)
-        try:
-            ensure_bpffs()
-            State.before = s.listing()
-            h.run([test_install_run_remove_and_purge_leave_nothing_behind,
-                   test_purge_removes_the_pinned_maps])
-        finally:
-            clean_up()
-
-
-if __name__ == "__main__":
-    main()
+    signal.signal(signal.SIGTERM, terminated)
+    try:
+        h.main()
+    except Terminated:
+        sys.exit("FAIL: terminated")
+    finally:
+        # unittest leaves the module's contexts only when its tests end: after
+        # a SIGTERM, leave the_machine() here (after main()'s exit, a no-op).
+        unittest.doModuleCleanups()

@@ -30,6 +30,7 @@ import re
 import subprocess
 import sys
 import tempfile
+import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "integration"))
 import heapprof_harness as h  # noqa: E402
@@ -151,87 +152,85 @@ def unit_capabilities():
     return sorted(c[len("CAP_"):] for c in caps)
 
 
-def test_every_object_matches_the_kubernetes_api_schema():
-    by_kind = objects()
-    h.check_equal(sorted(by_kind), sorted(k for _, k in MODELS), "kinds in the manifest")
-    client = k8s.ApiClient()
-    for kind, obj in by_kind.items():
-        model = MODELS.get((obj.get("apiVersion"), kind))
-        h.check(model, f"{kind} with apiVersion {obj.get('apiVersion')!r}")
-        errors = schema_errors(obj, model, kind)
-        h.check(not errors, "fields the API does not have, or of the wrong type:\n" +
-                "\n".join(errors))
-        # The client's constructors check the required fields.
-        try:
-            client._ApiClient__deserialize(obj, model)
-        except (ValueError, TypeError) as e:
-            raise h.Failure(f"{kind}: {e}") from None
-        if kind != "Namespace":
-            h.check_equal(obj["metadata"].get("namespace"), by_kind["Namespace"]["metadata"]["name"],
-                          f"namespace of {kind}")
+class ManifestTest(unittest.TestCase):
+    def test_every_object_matches_the_kubernetes_api_schema(self):
+        by_kind = objects()
+        h.check_equal(sorted(by_kind), sorted(k for _, k in MODELS), "kinds in the manifest")
+        client = k8s.ApiClient()
+        for kind, obj in by_kind.items():
+            model = MODELS.get((obj.get("apiVersion"), kind))
+            h.check(model, f"{kind} with apiVersion {obj.get('apiVersion')!r}")
+            errors = schema_errors(obj, model, kind)
+            h.check(not errors, "fields the API does not have, or of the wrong type:\n" +
+                    "\n".join(errors))
+            # The client's constructors check the required fields.
+            try:
+                client._ApiClient__deserialize(obj, model)
+            except (ValueError, TypeError) as e:
+                raise h.Failure(f"{kind}: {e}") from None
+            if kind != "Namespace":
+                h.check_equal(obj["metadata"].get("namespace"), by_kind["Namespace"]["metadata"]["name"],
+                              f"namespace of {kind}")
 
+    def test_the_daemonset_runs_with_the_units_capabilities_and_not_privileged(self):
+        ds = objects()["DaemonSet"]
+        template = ds["spec"]["template"]
+        for key, value in ds["spec"]["selector"]["matchLabels"].items():
+            h.check_equal(template["metadata"]["labels"].get(key), value, f"template label {key}")
+        spec, c = template["spec"], container()
+        h.check_equal(spec.get("hostPID"), True, "hostPID")
+        h.check(not spec.get("hostNetwork"), "hostNetwork: it listens on the pod network")
+        h.check_equal(spec.get("automountServiceAccountToken"), False, "automountServiceAccountToken")
+        sc = c["securityContext"]
+        h.check_equal(sc.get("privileged"), False, "privileged")
+        h.check_equal(sc.get("allowPrivilegeEscalation"), False, "allowPrivilegeEscalation")
+        h.check_equal(sc["capabilities"].get("drop"), ["ALL"], "capabilities dropped")
+        h.check_equal(sorted(sc["capabilities"]["add"]), unit_capabilities(),
+                      "capabilities added, against the systemd unit's CapabilityBoundingSet")
+        h.check_equal(sc.get("seccompProfile", {}).get("type"), "RuntimeDefault", "seccompProfile")
+        m = mounts()
+        for path, read_only in (("/sys/fs/bpf", False), ("/sys/kernel/btf", True)):
+            found = [(name, ro) for name, (mp, vol, ro) in m.items()
+                     if mp == path and vol.get("hostPath", {}).get("path") == path]
+            h.check(found, f"no hostPath volume mounted at {path}")
+            h.check_equal(found[0][1], read_only, f"readOnly of the {path} mount")
 
-def test_the_daemonset_runs_with_the_units_capabilities_and_not_privileged():
-    ds = objects()["DaemonSet"]
-    template = ds["spec"]["template"]
-    for key, value in ds["spec"]["selector"]["matchLabels"].items():
-        h.check_equal(template["metadata"]["labels"].get(key), value, f"template label {key}")
-    spec, c = template["spec"], container()
-    h.check_equal(spec.get("hostPID"), True, "hostPID")
-    h.check(not spec.get("hostNetwork"), "hostNetwork: it listens on the pod network")
-    h.check_equal(spec.get("automountServiceAccountToken"), False, "automountServiceAccountToken")
-    sc = c["securityContext"]
-    h.check_equal(sc.get("privileged"), False, "privileged")
-    h.check_equal(sc.get("allowPrivilegeEscalation"), False, "allowPrivilegeEscalation")
-    h.check_equal(sc["capabilities"].get("drop"), ["ALL"], "capabilities dropped")
-    h.check_equal(sorted(sc["capabilities"]["add"]), unit_capabilities(),
-                  "capabilities added, against the systemd unit's CapabilityBoundingSet")
-    h.check_equal(sc.get("seccompProfile", {}).get("type"), "RuntimeDefault", "seccompProfile")
-    m = mounts()
-    for path, read_only in (("/sys/fs/bpf", False), ("/sys/kernel/btf", True)):
-        found = [(name, ro) for name, (mp, vol, ro) in m.items()
-                 if mp == path and vol.get("hostPath", {}).get("path") == path]
-        h.check(found, f"no hostPath volume mounted at {path}")
-        h.check_equal(found[0][1], read_only, f"readOnly of the {path} mount")
+    def test_it_listens_on_the_pod_network_with_a_token_from_a_secret(self):
+        args, c, m = arg_values(), container(), mounts()
+        h.check_equal(args.get("--allow-remote"), True, "--allow-remote")
+        host, _, port = args["--listen"].rpartition(":")
+        h.check_equal(host, "0.0.0.0", "--listen address (the pod's interfaces)")
+        ports = {p["name"]: p["containerPort"] for p in c["ports"]}
+        h.check_equal(ports.get("http"), int(port), "containerPort http against --listen")
+        token_dir, token_vol, _ = m["token"]
+        h.check_equal(args["--token-file"], f"{token_dir}/token", "--token-file in the Secret mount")
+        h.check_equal(token_vol["secret"].get("defaultMode"), 0o400, "the Secret's defaultMode")
+        h.check(args["--pin-dir"].startswith(m["bpffs"][0] + "/"), "--pin-dir on the bpffs mount")
+        config_dir, config_vol, _ = m["config"]
+        h.check_equal(os.path.dirname(args["--config"]), config_dir, "--config in the ConfigMap mount")
+        h.check(os.path.basename(args["--config"]) in objects()["ConfigMap"]["data"],
+                "the ConfigMap has the file --config names")
+        h.check_equal(config_vol["configMap"]["name"], objects()["ConfigMap"]["metadata"]["name"],
+                      "the config volume's ConfigMap")
+        notes = objects()["DaemonSet"]["spec"]["template"]["metadata"]["annotations"]
+        h.check_equal((notes.get("prometheus.io/scrape"), notes.get("prometheus.io/port"),
+                       notes.get("prometheus.io/path")), ("true", port, "/metrics"),
+                      "Prometheus annotations")
+        h.check_equal((notes.get("profiles.grafana.com/memory.scrape"),
+                       notes.get("profiles.grafana.com/memory.port")), ("true", port),
+                      "Pyroscope annotations")
+        for probe in ("livenessProbe", "readinessProbe"):
+            get = c[probe]["httpGet"]
+            h.check_equal((get["path"], get["port"]), ("/healthz", "http"), probe)
 
-
-def test_it_listens_on_the_pod_network_with_a_token_from_a_secret():
-    args, c, m = arg_values(), container(), mounts()
-    h.check_equal(args.get("--allow-remote"), True, "--allow-remote")
-    host, _, port = args["--listen"].rpartition(":")
-    h.check_equal(host, "0.0.0.0", "--listen address (the pod's interfaces)")
-    ports = {p["name"]: p["containerPort"] for p in c["ports"]}
-    h.check_equal(ports.get("http"), int(port), "containerPort http against --listen")
-    token_dir, token_vol, _ = m["token"]
-    h.check_equal(args["--token-file"], f"{token_dir}/token", "--token-file in the Secret mount")
-    h.check_equal(token_vol["secret"].get("defaultMode"), 0o400, "the Secret's defaultMode")
-    h.check(args["--pin-dir"].startswith(m["bpffs"][0] + "/"), "--pin-dir on the bpffs mount")
-    config_dir, config_vol, _ = m["config"]
-    h.check_equal(os.path.dirname(args["--config"]), config_dir, "--config in the ConfigMap mount")
-    h.check(os.path.basename(args["--config"]) in objects()["ConfigMap"]["data"],
-            "the ConfigMap has the file --config names")
-    h.check_equal(config_vol["configMap"]["name"], objects()["ConfigMap"]["metadata"]["name"],
-                  "the config volume's ConfigMap")
-    notes = objects()["DaemonSet"]["spec"]["template"]["metadata"]["annotations"]
-    h.check_equal((notes.get("prometheus.io/scrape"), notes.get("prometheus.io/port"),
-                   notes.get("prometheus.io/path")), ("true", port, "/metrics"),
-                  "Prometheus annotations")
-    h.check_equal((notes.get("profiles.grafana.com/memory.scrape"),
-                   notes.get("profiles.grafana.com/memory.port")), ("true", port),
-                  "Pyroscope annotations")
-    for probe in ("livenessProbe", "readinessProbe"):
-        get = c[probe]["httpGet"]
-        h.check_equal((get["path"], get["port"]), ("/healthz", "http"), probe)
-
-
-def test_resources_are_set_and_the_image_is_this_version():
-    c = container()
-    requests, limits = c["resources"]["requests"], c["resources"]["limits"]
-    for what in ("cpu", "memory"):
-        h.check(what in requests and what in limits, f"no {what} request and limit")
-        h.check(quantity(requests[what]) <= quantity(limits[what]),
-                f"{what} request {requests[what]} above its limit {limits[what]}")
-    h.check_equal(c["image"], f"heapprofd:{DEB_VERSION}", "the DaemonSet's image")
+    def test_resources_are_set_and_the_image_is_this_version(self):
+        c = container()
+        requests, limits = c["resources"]["requests"], c["resources"]["limits"]
+        for what in ("cpu", "memory"):
+            h.check(what in requests and what in limits, f"no {what} request and limit")
+            h.check(quantity(requests[what]) <= quantity(limits[what]),
+                    f"{what} request {requests[what]} above its limit {limits[what]}")
+        h.check_equal(c["image"], f"heapprofd:{DEB_VERSION}", "the DaemonSet's image")
 
 
 def kubelet_volume(root, files):
@@ -249,39 +248,40 @@ def kubelet_volume(root, files):
     os.symlink(os.path.basename(stamp), os.path.join(root, "..data"))
 
 
-def test_the_daemon_serves_with_the_daemonsets_arguments():
-    args, m = arg_values(), mounts()
-    with tempfile.TemporaryDirectory(prefix="heapprofd-k8s.") as tmp:
-        token = "k8s-test-token-0123456789abcdef"
-        secret_dir, config_dir = os.path.join(tmp, "secret"), os.path.join(tmp, "config")
-        # The mode the Secret volume gives the file (the kubelet's default
-        # 0644 if none): the daemon itself judges it.
-        mode = m["token"][1]["secret"].get("defaultMode", 0o644)
-        kubelet_volume(secret_dir, {"token": (token + "\n", mode)})
-        conf_name = os.path.basename(args["--config"])
-        kubelet_volume(config_dir, {conf_name: (objects()["ConfigMap"]["data"][conf_name], 0o644)})
-        # The arguments, with the pod's paths moved here; the harness adds a
-        # loopback --listen and --pin-dir none in place of the pod's.
-        run_args = []
-        for flag, value in args.items():
-            if flag in ("--listen", "--pin-dir"):
-                continue
-            if flag == "--token-file":
-                value = os.path.join(secret_dir, os.path.relpath(value, m["token"][0]))
-            if flag == "--config":
-                value = os.path.join(config_dir, conf_name)
-            run_args += [flag] if value is True else [flag, value]
-        auth = {"Authorization": f"Bearer {token}"}
-        notes = objects()["DaemonSet"]["spec"]["template"]["metadata"]["annotations"]
-        with h.Daemon(*run_args) as d:
-            h.check_equal(d.request("/healthz").status, 200, "/healthz without a token")
-            h.check_equal(d.request("/metrics").status, 401, "/metrics without the token")
-            for path in (notes["prometheus.io/path"], notes["profiles.grafana.com/memory.path"]):
-                r = h.request_with_headers(d.url(path), auth)
-                h.check_equal(r.status, 200, f"{path} with the token")
-            body = h.request_with_headers(d.url(notes["profiles.grafana.com/memory.path"]),
-                                          auth).body
-            h.check(body[:2] == b"\x1f\x8b", "the annotated profile path serves a gzip profile")
+class DaemonTest(unittest.TestCase):
+    def test_the_daemon_serves_with_the_daemonsets_arguments(self):
+        args, m = arg_values(), mounts()
+        with tempfile.TemporaryDirectory(prefix="heapprofd-k8s.") as tmp:
+            token = "k8s-test-token-0123456789abcdef"
+            secret_dir, config_dir = os.path.join(tmp, "secret"), os.path.join(tmp, "config")
+            # The mode the Secret volume gives the file (the kubelet's default
+            # 0644 if none): the daemon itself judges it.
+            mode = m["token"][1]["secret"].get("defaultMode", 0o644)
+            kubelet_volume(secret_dir, {"token": (token + "\n", mode)})
+            conf_name = os.path.basename(args["--config"])
+            kubelet_volume(config_dir, {conf_name: (objects()["ConfigMap"]["data"][conf_name], 0o644)})
+            # The arguments, with the pod's paths moved here; the harness adds a
+            # loopback --listen and --pin-dir none in place of the pod's.
+            run_args = []
+            for flag, value in args.items():
+                if flag in ("--listen", "--pin-dir"):
+                    continue
+                if flag == "--token-file":
+                    value = os.path.join(secret_dir, os.path.relpath(value, m["token"][0]))
+                if flag == "--config":
+                    value = os.path.join(config_dir, conf_name)
+                run_args += [flag] if value is True else [flag, value]
+            auth = {"Authorization": f"Bearer {token}"}
+            notes = objects()["DaemonSet"]["spec"]["template"]["metadata"]["annotations"]
+            with h.Daemon(*run_args) as d:
+                h.check_equal(d.request("/healthz").status, 200, "/healthz without a token")
+                h.check_equal(d.request("/metrics").status, 401, "/metrics without the token")
+                for path in (notes["prometheus.io/path"], notes["profiles.grafana.com/memory.path"]):
+                    r = h.request_with_headers(d.url(path), auth)
+                    h.check_equal(r.status, 200, f"{path} with the token")
+                body = h.request_with_headers(d.url(notes["profiles.grafana.com/memory.path"]),
+                                              auth).body
+                h.check(body[:2] == b"\x1f\x8b", "the annotated profile path serves a gzip profile")
 
 
 def dockerfile_instructions():
@@ -297,41 +297,35 @@ def dockerfile_instructions():
     return out
 
 
-def test_the_dockerfile_installs_this_package_on_debian_12():
-    steps = dockerfile_instructions()
-    h.check(steps and steps[0][0] == "FROM", f"{DOCKERFILE} does not start with FROM")
-    h.check(re.fullmatch(r"debian:(12|bookworm)(-slim)?", steps[0][1]),
-            f"base image {steps[0][1]!r} is not Debian 12")
-    arg = dict(s[1].split("=", 1) for s in steps if s[0] == "ARG")
-    h.check_equal(arg.get("DEB"), os.path.basename(DEB), "ARG DEB (the file the build makes)")
-    copies = [s[1] for s in steps if s[0] == "COPY"]
-    h.check_equal(copies, ["${DEB} /tmp/heapprofd.deb"], "COPY")
-    run = " ".join(s[1] for s in steps if s[0] == "RUN")
-    h.check("apt-get install -y --no-install-recommends /tmp/heapprofd.deb" in run,
-            f"RUN does not install the package with apt-get: {run}")
-    h.check("rm -rf /var/lib/apt/lists/*" in run, "RUN leaves apt's lists in the image")
-    h.check(not any(s[0] == "USER" for s in steps), "a USER: heapprofd runs as root")
-    listing = subprocess.run(["dpkg-deb", "-c", DEB], capture_output=True, text=True,
-                             check=True).stdout
-    entry = [s[1] for s in steps if s[0] == "ENTRYPOINT"]
-    h.check_equal(entry, ['["/usr/sbin/heapprofd"]'], "ENTRYPOINT (exec form)")
-    h.check(" ./usr/sbin/heapprofd\n" in listing, "the package has no /usr/sbin/heapprofd")
-    cmd = [s[1] for s in steps if s[0] == "CMD"]
-    h.check_equal(cmd, ['["--config", "/etc/heapprofd/heapprofd.conf"]'], "CMD")
-    h.check(" ./etc/heapprofd/heapprofd.conf\n" in listing, "the package has no config")
-    expose = [s[1] for s in steps if s[0] == "EXPOSE"]
-    h.check_equal(expose, [str(container()["ports"][0]["containerPort"])], "EXPOSE")
+class DockerfileTest(unittest.TestCase):
+    def test_the_dockerfile_installs_this_package_on_debian_12(self):
+        steps = dockerfile_instructions()
+        h.check(steps and steps[0][0] == "FROM", f"{DOCKERFILE} does not start with FROM")
+        h.check(re.fullmatch(r"debian:(12|bookworm)(-slim)?", steps[0][1]),
+                f"base image {steps[0][1]!r} is not Debian 12")
+        arg = dict(s[1].split("=", 1) for s in steps if s[0] == "ARG")
+        h.check_equal(arg.get("DEB"), os.path.basename(DEB), "ARG DEB (the file the build makes)")
+        copies = [s[1] for s in steps if s[0] == "COPY"]
+        h.check_equal(copies, ["${DEB} /tmp/heapprofd.deb"], "COPY")
+        run = " ".join(s[1] for s in steps if s[0] == "RUN")
+        h.check("apt-get install -y --no-install-recommends /tmp/heapprofd.deb" in run,
+                f"RUN does not install the package with apt-get: {run}")
+        h.check("rm -rf /var/lib/apt/lists/*" in run, "RUN leaves apt's lists in the image")
+        h.check(not any(s[0] == "USER" for s in steps), "a USER: heapprofd runs as root")
+        listing = subprocess.run(["dpkg-deb", "-c", DEB], capture_output=True, text=True,
+                                 check=True).stdout
+        entry = [s[1] for s in steps if s[0] == "ENTRYPOINT"]
+        h.check_equal(entry, ['["/usr/sbin/heapprofd"]'], "ENTRYPOINT (exec form)")
+        h.check(" ./usr/sbin/heapprofd\n" in listing, "the package has no /usr/sbin/heapprofd")
+        cmd = [s[1] for s in steps if s[0] == "CMD"]
+        h.check_equal(cmd, ['["--config", "/etc/heapprofd/heapprofd.conf"]'], "CMD")
+        h.check(" ./etc/heapprofd/heapprofd.conf\n" in listing, "the package has no config")
+        expose = [s[1] for s in steps if s[0] == "EXPOSE"]
+        h.check_equal(expose, [str(container()["ports"][0]["containerPort"])], "EXPOSE")
 
 
 if __name__ == "__main__":
     for var, value in (("HEAPPROF_DEB", DEB), ("HEAPPROF_SOURCE_DIR", SOURCE_DIR)):
         if not value or not os.path.exists(value):
             sys.exit(f"FAIL: {var}={value!r} does not exist (run through ctest)")
-    h.run([
-        test_every_object_matches_the_kubernetes_api_schema,
-        test_the_daemonset_runs_with_the_units_capabilities_and_not_privileged,
-        test_it_listens_on_the_pod_network_with_a_token_from_a_secret,
-        test_resources_are_set_and_the_image_is_this_version,
-        test_the_daemon_serves_with_the_daemonsets_arguments,
-        test_the_dockerfile_installs_this_package_on_debian_12,
-    ])
+    h.main()

@@ -24,6 +24,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "integration"))
 import heapprof_harness as h  # noqa: E402
@@ -104,79 +105,64 @@ def invoked(run):
             and "daemon-reload" not in c]
 
 
-def test_install_enables_the_unit_and_starts_nothing():
-    run = run_script("postinst", "configure", "")
-    h.check_equal(run.status, 0, f"postinst configure: {run}")
-    h.check(f"deb-systemd-helper enable {UNIT}" in run.calls, f"not enabled: {run}")
-    h.check("systemctl --system daemon-reload" in run.calls, f"no daemon-reload: {run}")
-    h.check_equal(invoked(run), [], "start, restart or stop calls on install")
+class MaintainerScriptsTest(unittest.TestCase):
+    def test_install_enables_the_unit_and_starts_nothing(self):
+        run = run_script("postinst", "configure", "")
+        h.check_equal(run.status, 0, f"postinst configure: {run}")
+        h.check(f"deb-systemd-helper enable {UNIT}" in run.calls, f"not enabled: {run}")
+        h.check("systemctl --system daemon-reload" in run.calls, f"no daemon-reload: {run}")
+        h.check_equal(invoked(run), [], "start, restart or stop calls on install")
 
+    def test_upgrade_restarts_only_a_running_daemon(self):
+        run = run_script("postinst", "configure", "0.0.9-1")
+        h.check_equal(run.status, 0, f"postinst configure (upgrade): {run}")
+        h.check_equal(invoked(run), [f"deb-systemd-invoke try-restart {UNIT}"],
+                      "service calls on upgrade")
 
-def test_upgrade_restarts_only_a_running_daemon():
-    run = run_script("postinst", "configure", "0.0.9-1")
-    h.check_equal(run.status, 0, f"postinst configure (upgrade): {run}")
-    h.check_equal(invoked(run), [f"deb-systemd-invoke try-restart {UNIT}"],
-                  "service calls on upgrade")
+    def test_upgrade_keeps_a_disabled_unit_disabled(self):
+        run = run_script("postinst", "configure", "0.0.9-1", env={"STUB_WAS_ENABLED": "1"})
+        h.check_equal(run.status, 0, f"postinst configure (upgrade, disabled): {run}")
+        h.check(f"deb-systemd-helper enable {UNIT}" not in run.calls, f"enabled again: {run}")
+        h.check(f"deb-systemd-helper update-state {UNIT}" in run.calls, f"no update-state: {run}")
 
+    def test_a_failed_restart_does_not_fail_the_upgrade_but_says_so(self):
+        run = run_script("postinst", "configure", "0.0.9-1", env={"STUB_FAIL_try_restart": "1"})
+        h.check_equal(run.status, 0, f"postinst configure with a failing restart: {run}")
+        h.check("journalctl -u heapprofd" in run.stderr, f"no hint on stderr: {run}")
 
-def test_upgrade_keeps_a_disabled_unit_disabled():
-    run = run_script("postinst", "configure", "0.0.9-1", env={"STUB_WAS_ENABLED": "1"})
-    h.check_equal(run.status, 0, f"postinst configure (upgrade, disabled): {run}")
-    h.check(f"deb-systemd-helper enable {UNIT}" not in run.calls, f"enabled again: {run}")
-    h.check(f"deb-systemd-helper update-state {UNIT}" in run.calls, f"no update-state: {run}")
+    def test_without_systemd_nothing_is_started_or_stopped(self):
+        for script, args in (("postinst", ("configure", "")), ("postinst", ("configure", "0.0.9-1")),
+                             ("prerm", ("remove",)), ("postrm", ("remove",))):
+            run = run_script(script, *args, systemd=False)
+            h.check_equal(run.status, 0, f"{script} {args} without systemd: {run}")
+            h.check_equal([c for c in run.calls if not c.startswith("deb-systemd-helper")], [],
+                          f"{script} {args} without systemd: systemctl calls")
 
+    def test_remove_stops_the_unit_and_upgrade_does_not(self):
+        run = run_script("prerm", "remove")
+        h.check_equal((run.status, invoked(run)), (0, [f"deb-systemd-invoke stop {UNIT}"]),
+                      f"prerm remove: {run}")
+        run = run_script("prerm", "upgrade", "0.2.0-1")
+        h.check_equal((run.status, run.calls), (0, []), f"prerm upgrade: {run}")
 
-def test_a_failed_restart_does_not_fail_the_upgrade_but_says_so():
-    run = run_script("postinst", "configure", "0.0.9-1", env={"STUB_FAIL_try_restart": "1"})
-    h.check_equal(run.status, 0, f"postinst configure with a failing restart: {run}")
-    h.check("journalctl -u heapprofd" in run.stderr, f"no hint on stderr: {run}")
+    def test_purge_forgets_the_links_and_removes_the_pin_directory(self):
+        run = run_script("postrm", "purge", pin_dir=True)
+        h.check_equal(run.status, 0, f"postrm purge: {run}")
+        h.check(f"deb-systemd-helper purge {UNIT}" in run.calls, f"links not purged: {run}")
+        h.check(not run.pin_dir_after, f"{PIN_DIR} is still there after purge: {run}")
+        run = run_script("postrm", "purge")
+        h.check_equal(run.status, 0, f"postrm purge without a pin directory: {run}")
+        run = run_script("postrm", "remove", pin_dir=True)
+        h.check(run.pin_dir_after, f"postrm remove removed {PIN_DIR}: {run}")
 
-
-def test_without_systemd_nothing_is_started_or_stopped():
-    for script, args in (("postinst", ("configure", "")), ("postinst", ("configure", "0.0.9-1")),
-                         ("prerm", ("remove",)), ("postrm", ("remove",))):
-        run = run_script(script, *args, systemd=False)
-        h.check_equal(run.status, 0, f"{script} {args} without systemd: {run}")
-        h.check_equal([c for c in run.calls if not c.startswith("deb-systemd-helper")], [],
-                      f"{script} {args} without systemd: systemctl calls")
-
-
-def test_remove_stops_the_unit_and_upgrade_does_not():
-    run = run_script("prerm", "remove")
-    h.check_equal((run.status, invoked(run)), (0, [f"deb-systemd-invoke stop {UNIT}"]),
-                  f"prerm remove: {run}")
-    run = run_script("prerm", "upgrade", "0.2.0-1")
-    h.check_equal((run.status, run.calls), (0, []), f"prerm upgrade: {run}")
-
-
-def test_purge_forgets_the_links_and_removes_the_pin_directory():
-    run = run_script("postrm", "purge", pin_dir=True)
-    h.check_equal(run.status, 0, f"postrm purge: {run}")
-    h.check(f"deb-systemd-helper purge {UNIT}" in run.calls, f"links not purged: {run}")
-    h.check(not run.pin_dir_after, f"{PIN_DIR} is still there after purge: {run}")
-    run = run_script("postrm", "purge")
-    h.check_equal(run.status, 0, f"postrm purge without a pin directory: {run}")
-    run = run_script("postrm", "remove", pin_dir=True)
-    h.check(run.pin_dir_after, f"postrm remove removed {PIN_DIR}: {run}")
-
-
-def test_purge_leaves_a_pin_directory_a_daemon_holds():
-    run = run_script("postrm", "purge", pin_dir=True, pin_locked=True)
-    h.check_equal(run.status, 0, f"postrm purge with {PIN_DIR} locked: {run}")
-    h.check(run.pin_dir_after, f"{PIN_DIR} removed while locked: {run}")
-    h.check("in use by a running heapprofd" in run.stderr, f"no message: {run}")
+    def test_purge_leaves_a_pin_directory_a_daemon_holds(self):
+        run = run_script("postrm", "purge", pin_dir=True, pin_locked=True)
+        h.check_equal(run.status, 0, f"postrm purge with {PIN_DIR} locked: {run}")
+        h.check(run.pin_dir_after, f"{PIN_DIR} removed while locked: {run}")
+        h.check("in use by a running heapprofd" in run.stderr, f"no message: {run}")
 
 
 if __name__ == "__main__":
     if os.geteuid() != 0:
         sys.exit(f"FAIL: mount namespaces need root; euid is {os.geteuid()}")
-    h.run([
-        test_install_enables_the_unit_and_starts_nothing,
-        test_upgrade_restarts_only_a_running_daemon,
-        test_upgrade_keeps_a_disabled_unit_disabled,
-        test_a_failed_restart_does_not_fail_the_upgrade_but_says_so,
-        test_without_systemd_nothing_is_started_or_stopped,
-        test_remove_stops_the_unit_and_upgrade_does_not,
-        test_purge_forgets_the_links_and_removes_the_pin_directory,
-        test_purge_leaves_a_pin_directory_a_daemon_holds,
-    ])
+    h.main()
