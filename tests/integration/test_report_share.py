@@ -10,6 +10,8 @@ path; this drives it with the uprobe sampler at --sample-interval 1.
 Then the stacks map is pruned: once a process's counts are forgotten, the
 stacks only it named are deleted."""
 
+import unittest
+
 import heapprof_harness as h
 
 # many_stacks.c: 200 depths x 10 blocks of 64 bytes, all kept. Stacks are
@@ -36,55 +38,57 @@ def stacks_stored(m):
     return m.labelled[("heapprofd_map_entries", (("map", "stacks"),))]
 
 
-def test_a_process_holds_only_its_share_and_another_still_records():
-    with h.Daemon("--sample-interval", "1", "--max-stacks", str(MAX_STACKS),
-                  "--max-counts", str(MAX_COUNTS), "--max-live", str(MAX_LIVE)) as d, \
-            h.Workload("many_stacks") as a, h.Workload("many_stacks") as b:
-        d.profile(f"/debug/pprof/heap?pid={a.pid}")
-        d.profile(f"/debug/pprof/heap?pid={b.pid}")
-        a.run()
-        b.run()
-        pa = h.decode(d.profile(f"/debug/pprof/heap?pid={a.pid}"))
-        pb = h.decode(d.profile(f"/debug/pprof/heap?pid={b.pid}"))
-        m = d.metrics()
+class ReportShareTest(unittest.TestCase):
+    def test_a_process_holds_only_its_share_and_another_still_records(self):
+        with h.Daemon("--sample-interval", "1", "--max-stacks", str(MAX_STACKS),
+                      "--max-counts", str(MAX_COUNTS), "--max-live", str(MAX_LIVE)) as d, \
+                h.Workload("many_stacks") as a, h.Workload("many_stacks") as b:
+            d.profile(f"/debug/pprof/heap?pid={a.pid}")
+            d.profile(f"/debug/pprof/heap?pid={b.pid}")
+            a.run()
+            b.run()
+            pa = h.decode(d.profile(f"/debug/pprof/heap?pid={a.pid}"))
+            pb = h.decode(d.profile(f"/debug/pprof/heap?pid={b.pid}"))
+            m = d.metrics()
 
-        for name, prof in (("first", pa), ("second", pb)):
-            stacks = len(prof.samples)
-            h.check(stacks <= min(STACK_SHARE, ROW_SHARE),
-                    f"{name} process: {stacks} stacks, over its share of {STACK_SHARE}")
-            # The second process gets its whole share although the first
-            # asked for more than the maps hold.
-            h.check(stacks >= min(STACK_SHARE, ROW_SHARE) - 2,
-                    f"{name} process: {stacks} stacks, short of its share of {STACK_SHARE}")
-            h.check_equal(inuse_objects(prof), LIVE_SHARE, f"{name} process: inuse_objects")
-        refused = m["heapprofd_samples_dropped_process_stack_share_total"]
-        untracked = m["heapprofd_allocations_untracked_process_live_share_total"]
-        recorded = m["heapprofd_samples_total"]
-        h.check(refused > 0 and untracked > 0, f"the shares should have refused some: {m}")
-        # No map filled: what the shares refused is all that was lost.
-        for full in ("samples_dropped_stack_map_full", "samples_dropped_counts_map_full",
-                     "allocations_untracked_live_map_full", "samples_dropped_pending_map_full"):
-            h.check_equal(m[f"heapprofd_{full}_total"], 0, full)
-        h.check_equal(recorded + refused, 2 * MANY_STACKS_ALLOCATIONS,
-                      "recorded + refused samples")
-        h.check_equal(inuse_objects(pa) + inuse_objects(pb), recorded - untracked,
-                      "inuse_objects of both profiles")
+            for name, prof in (("first", pa), ("second", pb)):
+                stacks = len(prof.samples)
+                h.check(stacks <= min(STACK_SHARE, ROW_SHARE),
+                        f"{name} process: {stacks} stacks, over its share of {STACK_SHARE}")
+                # The second process gets its whole share although the first
+                # asked for more than the maps hold.
+                h.check(stacks >= min(STACK_SHARE, ROW_SHARE) - 2,
+                        f"{name} process: {stacks} stacks, short of its share of {STACK_SHARE}")
+                h.check_equal(inuse_objects(prof), LIVE_SHARE, f"{name} process: inuse_objects")
+            refused = m["heapprofd_samples_dropped_process_stack_share_total"]
+            untracked = m["heapprofd_allocations_untracked_process_live_share_total"]
+            recorded = m["heapprofd_samples_total"]
+            h.check(refused > 0 and untracked > 0, f"the shares should have refused some: {m}")
+            # No map filled: what the shares refused is all that was lost.
+            for full in ("samples_dropped_stack_map_full", "samples_dropped_counts_map_full",
+                         "allocations_untracked_live_map_full", "samples_dropped_pending_map_full"):
+                h.check_equal(m[f"heapprofd_{full}_total"], 0, full)
+            h.check_equal(recorded + refused, 2 * MANY_STACKS_ALLOCATIONS,
+                          "recorded + refused samples")
+            h.check_equal(inuse_objects(pa) + inuse_objects(pb), recorded - untracked,
+                          "inuse_objects of both profiles")
 
-        # Forgetting the first process's counts takes the stacks only it named.
-        stacks_before = stacks_stored(m)
-        a.finish()
-        d.wait_until(lambda: stacks_stored(d.metrics()) <
-                     stacks_before, FORGET_TIMEOUT_S, "stacks of the exited process pruned")
-        after = d.metrics()
-        h.check(after["heapprofd_stacks_pruned_total"] > 0, f"stacks pruned: {after}")
-        h.check(stacks_stored(after) <= STACK_SHARE,
-                f"only the second process's stacks are left: {after}")
-        # The second process's profile is whole.
-        h.check_equal(inuse_objects(h.decode(d.profile(f"/debug/pprof/heap?pid={b.pid}"))),
-                      LIVE_SHARE, "second process's inuse_objects after the prune")
-        b.finish()
-        d.check_alive()
+            # Forgetting the first process's counts takes the stacks only it named.
+            stacks_before = stacks_stored(m)
+            a.finish()
+            d.wait_until(lambda: stacks_stored(d.metrics()) <
+                         stacks_before, FORGET_TIMEOUT_S, "stacks of the exited process pruned")
+            after = d.metrics()
+            h.check(after["heapprofd_stacks_pruned_total"] > 0, f"stacks pruned: {after}")
+            h.check(stacks_stored(after) <= STACK_SHARE,
+                    f"only the second process's stacks are left: {after}")
+            # The second process's profile is whole.
+            h.check_equal(inuse_objects(h.decode(d.profile(f"/debug/pprof/heap?pid={b.pid}"))),
+                          LIVE_SHARE, "second process's inuse_objects after the prune")
+            b.finish()
+            d.check_alive()
+
 
 
 if __name__ == "__main__":
-    h.run([test_a_process_holds_only_its_share_and_another_still_records])
+    h.main()
