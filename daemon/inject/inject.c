@@ -264,6 +264,19 @@ static int place_sampler(struct job *j)
     int e = s->memfd >= 0 ? 0
                           : sampler_map_into(&j->st, j->stub, j->img, s->base, &s->memfd, j->err,
                                              j->errlen);
+    /* The base was chosen before the stop, and the process's other threads
+     * map memory meanwhile: a place taken since is chosen again. */
+    for (int tries = 0; e == -EEXIST && tries < 3; tries++) {
+        struct proc_maps maps;
+        if (proc_maps_read(j->pid, &maps) != 0)
+            break;
+        uint64_t lo = j->plan->nranges ? j->plan->range_lo[0] : 0;
+        s->base = sampler_map_choose_base(&maps, j->img->span, lo, lo);
+        proc_maps_free(&maps);
+        e = s->base ? sampler_map_into(&j->st, j->stub, j->img, s->base, &s->memfd, j->err,
+                                       j->errlen)
+                    : -ENOSPC;
+    }
     if (e)
         return e;
     snprintf(s->text_path, sizeof(s->text_path), "/proc/self/fd/%d", s->memfd);

@@ -79,7 +79,7 @@ class EventsTest(unittest.TestCase):
             w.finish()
 
     def test_a_child_over_the_cap_is_reported_and_loses_its_inherited_probes(self):
-        with h.Daemon("--max-targets", "1") as d, h.Workload("forks", 2000) as w:
+        with h.Daemon("--sampler", "uprobe", "--max-targets", "1") as d, h.Workload("forks", 2000) as w:
             d.profile(f"/debug/pprof/heap?pid={w.pid}")
             w.go()
             child = int(w._expect_line(5, "child <pid>").split()[1])

@@ -9,7 +9,9 @@ it is a zombie, gets its last profile.
 
 Whether probes are in a process is read from its memory: the kernel writes
 an int3 at each probed instruction of the allocator's text, so the bytes of
-the process's libc mapping differ from the file's exactly there."""
+the process's libc mapping differ from the file's exactly there. The tests
+that look for them ask for the uprobe sampler; the in-process sampler's
+detach is checked in test_inprocess.py."""
 
 import os
 import threading
@@ -45,7 +47,7 @@ def detach_in(d, pid):
 
 class LifetimeTest(unittest.TestCase):
     def test_a_process_only_requests_named_is_let_go_after_idle_detach(self):
-        with h.Daemon("--idle-detach", f"{IDLE_S}s", "--sample-interval", "1") as d, \
+        with h.Daemon("--sampler", "uprobe", "--idle-detach", f"{IDLE_S}s", "--sample-interval", "1") as d, \
                 h.Workload("exits", 60000) as w:
             h.check_equal(h.allocator_breakpoints(w.pid), [], "probes before any request")
             d.profile(f"/debug/pprof/heap?pid={w.pid}")
@@ -86,7 +88,7 @@ class LifetimeTest(unittest.TestCase):
                     f"new ones (the kept profile had {kept})")
 
     def test_a_window_attaches_only_for_its_seconds(self):
-        with h.Daemon("--sample-interval", "1") as d, h.Workload("exits", 60000) as w:
+        with h.Daemon("--sampler", "uprobe", "--sample-interval", "1") as d, h.Workload("exits", 60000) as w:
             w.go()
             result = {}
 
@@ -171,7 +173,7 @@ class LifetimeTest(unittest.TestCase):
         labelled by its pid and comm (its last profile, kept at the exit)."""
         comm = f"hpls{os.getpid()}"
         path = h.workload_alias("exits", comm)
-        with h.Daemon("--idle-detach", f"{IDLE_S}s", "--sample-interval", "1") as d, \
+        with h.Daemon("--sampler", "uprobe", "--idle-detach", f"{IDLE_S}s", "--sample-interval", "1") as d, \
                 h.Workload(path, 60000) as a, h.Workload(path, 300) as b:
             d.profile(f"/debug/pprof/heap?comm={comm}")
             for w in (a, b):
