@@ -19,9 +19,9 @@
  * stub that pushes that slot's own index: the first call would bind it to
  * the same function. A slot bound elsewhere (a module's own malloc, another
  * namespace's) is left alone. Every store is one atomic 8-byte exchange, so
- * a thread calling through a slot sees the old or the new pointer; a slot
- * in a RELRO page is written with that page made writable for the store
- * only. The modules are walked inside dl_iterate_phdr, whose lock keeps a
+ * a thread calling through a slot sees the old or the new pointer; the
+ * slots in a module's RELRO pages are written with those pages made
+ * writable for the stores only. The modules are walked inside dl_iterate_phdr, whose lock keeps a
  * concurrent dlopen or dlclose from changing them meanwhile.
  */
 #include <elf.h>
@@ -204,6 +204,7 @@ struct module {
     const Elf64_Sym *symtab;
     const char *strtab;
     u64 strsz;
+    int relro_open; /* 0: as the loader left it, 1: writable now, -1: mprotect refused */
 };
 
 /* Whether `slot` lies in a writable segment (after the loader's RELRO). */
@@ -218,26 +219,40 @@ static int writable(const struct module *m, u64 slot)
     return 0;
 }
 
+/* Makes the module's RELRO pages writable, once per module and walk: one
+ * system call for all its slots there, not two per slot (each system call
+ * is a stop of the thread the daemon runs this on). */
+static int open_relro(struct module *m)
+{
+    if (!m->relro_open)
+        m->relro_open = sys_mprotect(m->relro_lo, m->relro_hi - m->relro_lo,
+                                     3 /* PROT_READ | PROT_WRITE */) == 0 ? 1 : -1;
+    return m->relro_open > 0;
+}
+
+/* Puts the loader's protection back on the RELRO pages. */
+static void close_relro(struct module *m)
+{
+    if (m->relro_open > 0)
+        sys_mprotect(m->relro_lo, m->relro_hi - m->relro_lo, 1 /* PROT_READ */);
+    m->relro_open = 0;
+}
+
 /* Exchanges `from` for `to` in `slot`; 1 if it did. */
-static int store(const struct module *m, u64 slot, u64 from, u64 to)
+static int store(struct module *m, u64 slot, u64 from, u64 to)
 {
     u64 *p = (u64 *)slot;
     if (slot >= m->relro_lo && slot < m->relro_hi) {
-        u64 page = slot & ~4095ULL;
-        if (sys_mprotect(page, 4096, 3 /* PROT_READ | PROT_WRITE */) != 0)
+        if (!open_relro(m))
             return 0;
-        int done = __atomic_compare_exchange_n(p, &from, to, 0, __ATOMIC_SEQ_CST,
-                                               __ATOMIC_SEQ_CST);
-        sys_mprotect(page, 4096, 1 /* PROT_READ */);
-        return done;
-    }
-    if (!writable(m, slot))
+    } else if (!writable(m, slot)) {
         return 0;
+    }
     return __atomic_compare_exchange_n(p, &from, to, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
 }
 
 /* One relocation: takes or gives back its slot as the walk says. */
-static void one_slot(struct walk *w, const struct module *m, const Elf64_Rela *r, u64 index,
+static void one_slot(struct walk *w, struct module *m, const Elf64_Rela *r, u64 index,
                      int in_jmprel)
 {
     u32 type = (u32)ELF64_R_TYPE(r->r_info), sym = (u32)ELF64_R_SYM(r->r_info);
@@ -275,7 +290,7 @@ static void one_slot(struct walk *w, const struct module *m, const Elf64_Rela *r
     }
 }
 
-static void relocations(struct walk *w, const struct module *m, u64 table, u64 size,
+static void relocations(struct walk *w, struct module *m, u64 table, u64 size,
                         int in_jmprel)
 {
     const Elf64_Rela *r = (const Elf64_Rela *)table;
@@ -327,6 +342,7 @@ static int each_module(struct phdr_info *info, size_t size, void *data)
         return 0;
     relocations(w, &m, jmprel, jmprelsz, 1);
     relocations(w, &m, rela, relasz, 0);
+    close_relro(&m);
     return 0;
 }
 

@@ -50,7 +50,8 @@ build_tree() {
     local tree=$1 target=$2 out
     shift 2
     rm -f "$tree"/ctest-junit-*.xml
-    if ! out=$(cmake -B "$tree" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHEAPPROF_WERROR=ON "$@" 2>&1)
+    if ! out=$(cmake -B "$tree" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHEAPPROF_WERROR=ON \
+        -DHEAPPROF_TEST_HOOKS=ON "$@" 2>&1)
     then
         printf '%s\n' "$out"
         echo "=== $tree: configure FAILED"

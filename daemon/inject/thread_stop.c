@@ -35,6 +35,7 @@
  * and the stub's pushes. */
 #define STACK_SCRATCH 2048
 
+#ifdef HEAPPROF_TEST_HOOKS
 void thread_crash_point(void)
 {
     static long countdown = -1; /* -1: not read yet; 0: off */
@@ -51,6 +52,7 @@ void thread_crash_point(void)
     if (die)
         kill(getpid(), SIGKILL);
 }
+#endif
 
 int thread_stop_syscall_safe(long nr)
 {

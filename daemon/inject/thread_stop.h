@@ -108,8 +108,13 @@ int thread_set_regs(pid_t tid, const struct user_regs_struct *r);
  * For the tests of a daemon killed mid-injection: with the environment
  * variable HEAPPROFD_TEST_CRASH_AT=N, the N-th call of this function (at
  * each point where an injection has the target in an intermediate state)
- * SIGKILLs heapprofd itself. Without it, nothing happens.
+ * SIGKILLs heapprofd itself. Compiled in only for test builds
+ * (HEAPPROF_TEST_HOOKS); elsewhere it is nothing.
  */
+#ifdef HEAPPROF_TEST_HOOKS
 void thread_crash_point(void);
+#else
+static inline void thread_crash_point(void) {}
+#endif
 
 #endif

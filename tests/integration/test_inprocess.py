@@ -163,9 +163,16 @@ def inject_cycles(pid, n, crash_at=None):
     h.check(tool and os.access(tool, os.X_OK), f"INJECT_CYCLES={tool!r} is not built")
     env = dict(os.environ)
     if crash_at is not None:
+        check_crash_points_built()
         env["HEAPPROFD_TEST_CRASH_AT"] = str(crash_at)
     return subprocess.run([tool, str(pid), str(n)], capture_output=True, text=True,
                           timeout=300, env=env)
+
+
+def check_crash_points_built():
+    h.check(os.environ.get("HEAPPROF_TEST_HOOKS") == "1",
+            "the injection's crash points are not compiled in: configure with "
+            "-DHEAPPROF_TEST_HOOKS=ON (scripts/test.sh does)")
 
 
 def metrics_once_picked_up(d, pid, timeout=15):
@@ -225,6 +232,7 @@ class InprocessTest(unittest.TestCase):
         """heapprofd itself SIGKILLed with some entries patched: the workload
         runs on, and a new daemon adopts the patch and profiles it."""
         point = DAEMON_CRASH_POINT
+        check_crash_points_built()
         with Stress() as w:
             os.environ["HEAPPROFD_TEST_CRASH_AT"] = str(point)
             try:
