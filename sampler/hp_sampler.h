@@ -102,6 +102,8 @@ struct hp_install_status {
     __u32 slots_failed;   /* slots that could not be written (mprotect refused) */
     __u32 dlopens;        /* modules loaded since the attach whose slots were taken */
     __u32 dlopen_untaken; /* dlopen calls whose new slots could not be taken */
+    __u64 done;           /* the cookie of the last remote call, written once it is over
+                           * and the thread's state is back (report.S) */
 };
 
 /* The operations of hp_remote_call (its first argument). */

@@ -18,6 +18,8 @@
  * orig[HP_E_DLMOPEN]; slots.c asserts them. */
 #define ORIG_DLOPEN 416
 #define ORIG_DLMOPEN 424
+/* Offset of hp_install_status.done; slots.c asserts it. */
+#define DONE_OFFSET 32
 /* HP_REMOTE_DONE_SYSCALL: getpid. */
 #define DONE_SYSCALL 39
 
@@ -45,13 +47,15 @@ hp_report_free:
     .size hp_report_free, .-hp_report_free
 
 /*
- * hp_remote_call(op): what the daemon runs on one stopped thread. It
- * points the thread here with the return address of its system call stub
- * (daemon/inject/remote_stub.h) on the stack: once the operation is done,
- * the stub's `syscall` runs getpid (the entry stop the daemon waits for)
- * and then puts back every general register of the thread and returns it
- * to where it was, so a daemon that dies meanwhile leaves the thread to
- * carry on. The thread was stopped anywhere, in code that may hold values
+ * hp_remote_call(op, cookie): what the daemon runs on one stopped thread.
+ * It points the thread here with the return address of its system call
+ * stub (daemon/inject/remote_stub.h) on the stack and lets it run: once
+ * the operation is done and the thread's extended state is back, `cookie`
+ * is written to hp_install_status.done (what the daemon watches for), and
+ * the return goes to the stub, whose `syscall` runs getpid and which then
+ * puts back the thread's signal mask and every general register, and
+ * returns it to where it was. A daemon that dies meanwhile leaves the
+ * thread to carry on. The thread was stopped anywhere, in code that may hold values
  * in vector registers, and the loader's code called here may use them:
  * the whole extended state is saved here (XSAVE, every enabled feature)
  * and restored before returning.
@@ -69,7 +73,10 @@ hp_remote_call:
     .cfi_def_cfa_register %rbp
     push %rbx
     push %r12
+    push %r13
+    push %r13                 /* keeps the stack aligned */
     mov %rdi, %r12
+    mov %rsi, %r13
     mov $0xd, %eax          /* CPUID.(0DH, 0).EBX: the XSAVE area's size */
     xor %ecx, %ecx
     cpuid
@@ -93,7 +100,26 @@ hp_remote_call:
     mov $-1, %eax
     mov $-1, %edx
     xrstor (%rsp)
-    lea -16(%rbp), %rsp
+    mov %r13, hp_install_status+DONE_OFFSET(%rip)
+    /* Wait here (futex, 1 s at most) for the daemon to stop the thread and
+     * put it back itself: once past the stub's mask restore, a signal
+     * handler could run with the stub's bytes still to come back to. A
+     * daemon that died is not waited for longer. */
+    lea -32(%rbp), %rsp
+    sub $16, %rsp
+    movq $1, (%rsp)            /* tv_sec */
+    movq $0, 8(%rsp)           /* tv_nsec */
+    mov $202, %eax             /* futex */
+    lea hp_install_status+DONE_OFFSET(%rip), %rdi
+    mov $0, %esi               /* FUTEX_WAIT */
+    mov %r13, %rdx             /* while it holds the cookie (the low 32 bits) */
+    mov %rsp, %r10
+    xor %r8d, %r8d
+    xor %r9d, %r9d
+    syscall
+    add $16, %rsp
+    pop %r13
+    pop %r13
     pop %r12
     pop %rbx
     pop %rbp

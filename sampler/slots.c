@@ -49,6 +49,7 @@ extern char hp_wrap_malloc[] HIDDEN, hp_wrap_calloc[] HIDDEN, hp_wrap_realloc[] 
 _Static_assert(__builtin_offsetof(struct hp_sampler_config, orig[HP_E_DLOPEN]) == 416, "report.S");
 _Static_assert(__builtin_offsetof(struct hp_sampler_config, orig[HP_E_DLMOPEN]) == 424, "report.S");
 _Static_assert(HP_REMOTE_DONE_SYSCALL == 39, "report.S");
+_Static_assert(__builtin_offsetof(struct hp_install_status, done) == 32, "report.S");
 
 static const char entry_names[HP_ENTRY_COUNT][20] = {
     "malloc",  "calloc", "realloc", "reallocarray", "posix_memalign",     "aligned_alloc",

@@ -300,7 +300,8 @@ static int remote_install(struct job *j, long op)
     if (!func || !status)
         return -ENOENT;
     thread_crash_point(); /* configured, no slot taken yet */
-    int e = thread_remote_call(&j->st, j->stub, s->base + func, (uint64_t)op);
+    int e = thread_remote_call(&j->st, j->stub, s->base + func, (uint64_t)op,
+                               s->base + status + offsetof(struct hp_install_status, done));
     if (e == -ETIMEDOUT) {
         /* It may finish later, with the stub still there to return
          * through; until then and after, the wrappers only forward. */
@@ -390,7 +391,10 @@ static void *run_job(void *arg)
     }
     if (j->stopped && !j->abandoned)
         j->s->stopped_ns = thread_release(&j->st, j->stub_written ? j->stub : 0);
-    if (j->stub_written && !j->abandoned) {
+    /* A thread that went back through the stub on its own (its daemon did
+     * not stop it in time) may still return into it from a signal handler:
+     * then the stub stays, in bytes no code reaches. */
+    if (j->stub_written && !j->abandoned && !j->st.returned) {
         uint8_t zero[REMOTE_STUB_SIZE] = {0};
         if (write_mem(j->mem_fd, j->stub, zero, sizeof(zero)) != 0)
             fprintf(stderr, "heapprofd: process %d: could not erase the system call stub at "

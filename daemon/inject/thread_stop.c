@@ -31,6 +31,9 @@
 #include "clock.h"
 #include "remote_stub.h"
 
+/* The bytes of hp_remote_call (report.S) from its start to its return, at
+ * most: past the cookie, a thread in them is still in our code. */
+#define REMOTE_CALL_EPILOGUE_MAX 512
 /* Where our calls put their data on the thread's stack: below its red zone
  * and the stub's pushes. */
 #define STACK_SCRATCH 2048
@@ -424,6 +427,7 @@ static int remote_syscall(struct stopped_thread *st, uint64_t stub, long nr,
         thread_crash_point(); /* past it */
     if (e == 0 && (info.op != PTRACE_SYSCALL_INFO_EXIT || info.instruction_pointer != stub + 2))
         e = -EFAULT; /* not our system call's exit */
+    st->at_syscall_stop = 1;
     if (e == 0)
         *ret = info.exit.rval;
     return e;
@@ -435,31 +439,97 @@ int thread_remote_syscall(struct stopped_thread *st, uint64_t stub, long nr,
     return remote_syscall(st, stub, nr, args, ret, 1);
 }
 
-int thread_remote_call(struct stopped_thread *st, uint64_t stub, uint64_t func, uint64_t arg)
+/* Waits for the interrupt stop of a thread we asked to stop; signals on
+ * the way are held. 0 or -errno. */
+static int to_interrupt_stop(struct stopped_thread *st)
 {
+    if (ptrace(PTRACE_INTERRUPT, st->tid, 0, 0) != 0)
+        return -errno;
+    for (int stops = 0; stops < 16; stops++) {
+        int status;
+        int e = wait_thread(st->tid, &status, THREAD_STOP_TIMEOUT_MS);
+        if (e)
+            return e;
+        if (!WIFSTOPPED(status))
+            return -ESRCH;
+        if (!signal_delivery(status))
+            return 0; /* the interrupt's stop */
+        /* Back in its own code its mask is its own again: a signal is
+         * delivered as it came, siginfo and all, by passing it on. */
+        if (ptrace(PTRACE_CONT, st->tid, 0, (void *)(long)WSTOPSIG(status)) != 0)
+            return -errno;
+    }
+    return -EAGAIN;
+}
+
+/*
+ * The thread runs `func` freely, not stopped at each of its system calls:
+ * with every signal blocked and its own priority, it is as busy as any
+ * of its calls. We watch `done` in its memory for our cookie, written once
+ * its state is back, then stop it: it is in the stub or its own code, and
+ * release() puts back the registers and mask it was stopped with.
+ */
+int thread_remote_call(struct stopped_thread *st, uint64_t stub, uint64_t func, uint64_t arg,
+                       uint64_t done)
+{
+    uint64_t cookie = (monotonic_ns() << 1) | 1;
     struct user_regs_struct r = call_regs(st, func);
     r.rsp = ((st->regs.rsp - 512) & ~15ULL) - 8; /* as after a call */
     r.rdi = arg;
+    r.rsi = cookie;
     if (pwrite(st->mem_fd, &stub, 8, (off_t)r.rsp) != 8)
         return -EIO;
     int e = thread_set_regs(st->tid, &r);
     thread_crash_point(); /* pointed at the function, not yet run */
+    uint64_t let_go = monotonic_ns();
+    if (e == 0 && ptrace(PTRACE_CONT, st->tid, 0, 0) != 0)
+        e = -errno;
+    if (e)
+        return e;
+    st->held_ns += let_go - st->stopped_at_ns;
+    st->at_syscall_stop = 0;
     uint64_t deadline = monotonic_ns() + THREAD_CALL_TIMEOUT_MS * 1000000ULL;
-    struct __ptrace_syscall_info info;
-    while (e == 0) {
-        uint64_t now = monotonic_ns();
-        if (now >= deadline)
+    for (unsigned spins = 0;; spins++) {
+        uint64_t seen = 0;
+        if (pread(st->mem_fd, &seen, 8, (off_t)done) == 8 && seen == cookie)
+            break;
+        int status;
+        pid_t w = waitpid(st->tid, &status, __WALL | WNOHANG);
+        if (w == st->tid && !WIFSTOPPED(status))
+            return -ESRCH;
+        if (w == st->tid && signal_delivery(status)) {
+            siginfo_t si;
+            int sig = WSTOPSIG(status);
+            /* A fault of the thread inside our code: stop here. */
+            if ((sig == SIGSEGV || sig == SIGBUS || sig == SIGILL || sig == SIGFPE) &&
+                ptrace(PTRACE_GETSIGINFO, st->tid, 0, &si) == 0 && si.si_code > 0)
+                return -EFAULT;
+        }
+        /* Anything else is passed on as it came: with its mask blocked, the
+         * thread stops for a signal only once it is back in its own code. */
+        if (w == st->tid &&
+            ptrace(PTRACE_CONT, st->tid, 0,
+                   (void *)(long)(signal_delivery(status) ? WSTOPSIG(status) : 0)) != 0)
+            return -errno;
+        if (monotonic_ns() > deadline)
             return -ETIMEDOUT;
-        e = to_syscall_stop(st, (unsigned)((deadline - now) / 1000000u) + 1, &info);
-        if (e == -ETIMEDOUT)
-            return e;
-        if (e == 0 && info.op == PTRACE_SYSCALL_INFO_ENTRY &&
-            info.instruction_pointer == stub + 2 && info.entry.nr == 39)
-            break; /* HP_REMOTE_DONE_SYSCALL at the stub: done */
+        if (spins > 64) {
+            struct timespec ts = {0, 20000};
+            nanosleep(&ts, NULL);
+        }
     }
-    if (e == 0)
-        e = to_syscall_stop(st, THREAD_STOP_TIMEOUT_MS, &info); /* its exit */
-    return e;
+    int e2 = to_interrupt_stop(st);
+    st->stopped_at_ns = monotonic_ns(); /* held again from here */
+    struct user_regs_struct now;
+    if (e2 == 0 && (e2 = thread_get_regs(st->tid, &now)) == 0) {
+        /* Past the cookie's store only our epilogue and the stub are left:
+         * a thread stopped there is put back at release; one already back
+         * in its own code was put back by the stub, mask and all. */
+        int ours = (now.rip >= func && now.rip < func + REMOTE_CALL_EPILOGUE_MAX) ||
+                   (now.rip >= stub && now.rip < stub + REMOTE_STUB_SIZE);
+        st->returned = !ours;
+    }
+    return e2;
 }
 
 /* Queues each held signal again, from the thread itself: the kernel lets
@@ -482,13 +552,22 @@ static void requeue_signals(struct stopped_thread *st, uint64_t stub)
 uint64_t thread_release(struct stopped_thread *st, uint64_t stub)
 {
     size_t held = st->nheld;
+    if (st->returned) {
+        /* The stub gave it back its registers and mask: it runs its own
+         * code. Held signals go back from here, by the kernel's hand. */
+        ptrace(PTRACE_DETACH, st->tid, 0, (void *)(long)(held ? st->held[0].si_signo : 0));
+        return st->held_ns + monotonic_ns() - st->stopped_at_ns;
+    }
     if (stub && held)
         requeue_signals(st, stub);
     /* With a signal queued, the kernel's own delivery decides whether the
      * interrupted call restarts (it depends on the handler); without one,
      * it restarts, as the kernel would do after a stop. */
+    /* From an interrupt stop the kernel's own signal handling restarts
+     * the call the thread was stopped in, as it would have; from a system
+     * call stop of ours, nothing does: it is set to run again here. */
     struct user_regs_struct r = st->regs;
-    if (!held || !stub)
+    if (st->at_syscall_stop && (!held || !stub))
         remote_stub_resume_regs(&st->regs, &r);
     thread_set_regs(st->tid, &r);
     if (st->mask_set)
@@ -499,11 +578,18 @@ uint64_t thread_release(struct stopped_thread *st, uint64_t stub)
     if (st->lost_signals)
         fprintf(stderr, "heapprofd: pid %d: %d signals to thread %d during a stop were lost\n",
                 (int)st->pid, st->lost_signals, (int)st->tid);
-    return monotonic_ns() - st->stopped_at_ns;
+    return st->held_ns + monotonic_ns() - st->stopped_at_ns;
 }
 
 void thread_abandon(struct stopped_thread *st)
 {
-    /* The stub puts its mask back once the call returns through it. */
-    ptrace(PTRACE_DETACH, st->tid, 0, 0);
+    /* It runs: a detach wants a stop first. Its registers stay as they
+     * are; the stub puts back its mask and state once the call returns
+     * through it. If even the stop does not come, our thread's end lets it
+     * go (inject.c). */
+    int status;
+    if (ptrace(PTRACE_INTERRUPT, st->tid, 0, 0) == 0 &&
+        wait_thread(st->tid, &status, THREAD_STOP_TIMEOUT_MS) == 0 && WIFSTOPPED(status))
+        ptrace(PTRACE_DETACH, st->tid, 0,
+               (void *)(long)(signal_delivery(status) ? WSTOPSIG(status) : 0));
 }

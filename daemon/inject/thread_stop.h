@@ -52,7 +52,12 @@ struct stopped_thread {
     int mem_fd;                   /* /proc/PID/mem, the caller's, for the stack writes */
     uint64_t sigmask;             /* its own signal mask, put back at release */
     int mask_set;                 /* every signal blocked while we hold it */
-    uint64_t stopped_at_ns;
+    int returned;                 /* back in its own code after a remote call: the stub put
+                                   * its registers and mask back, release must not */
+    int at_syscall_stop;          /* stopped at the exit of a system call of ours (else at
+                                   * the interrupt stop it was seized in, or one after) */
+    uint64_t stopped_at_ns;       /* when it was last stopped */
+    uint64_t held_ns;             /* how long it was held in stops before that */
 };
 
 /*
@@ -81,19 +86,22 @@ int thread_remote_syscall(struct stopped_thread *st, uint64_t stub, long nr,
                           const uint64_t args[6], int64_t *ret);
 
 /*
- * Calls `func(arg)` in the stopped thread with the stub's address as its
- * return address: `func` ends with the system call
- * HP_REMOTE_DONE_SYSCALL, whose entry stop at the stub says it is done
- * (sampler/report.S). Returns 0, -EFAULT if the thread faulted in it (it
- * is put back as it was), or -ETIMEDOUT: then the thread is still inside
- * and must be let go with the stub left in place, to finish by itself.
+ * Calls `func(arg, cookie)` in the stopped thread with the stub's address
+ * as its return address, and lets it run: `func` writes `cookie` to the
+ * 8 bytes at `done` once it is over (sampler/report.S), and the thread is
+ * stopped again after that. Returns 0, -EFAULT if the thread faulted in it
+ * (it is put back as it was at release), or -ETIMEDOUT: then the thread is
+ * still inside and must be let go with the stub left in place, to finish
+ * by itself and return through it.
  */
-int thread_remote_call(struct stopped_thread *st, uint64_t stub, uint64_t func, uint64_t arg);
+int thread_remote_call(struct stopped_thread *st, uint64_t stub, uint64_t func, uint64_t arg,
+                       uint64_t done);
 
 /*
  * Lets the thread go: the signals held for it queued again through the
  * stub (0: none can be), its registers back, detached. Returns how long it
- * was stopped, in ns.
+ * was held in stops, in ns (not the time it ran the installer, at its own
+ * priority, which is time of its own).
  */
 uint64_t thread_release(struct stopped_thread *st, uint64_t stub);
 
