@@ -10,12 +10,13 @@ how long it stops a process.
    configurations interleaved, --repeats times; medians of SET and GET
    requests per second and their ratio to bare (the goal: >= 0.93 with the
    in-process sampler).
-2. The time a process is stopped when the in-process sampler is put in
-   and taken out (tests/integration/inject_cycles, the daemon's injection
-   library without BPF): 16 threads sleeping, and 16 threads allocating
-   flat out (tests/workloads/stress.c); median and worst of --cycles
-   (the goal: < 10 ms for 16 threads). On a machine with fewer cores
-   than busy threads the stop waits for each thread to be scheduled.
+2. The time the one thread an injection stops is held in stops, when the
+   in-process sampler is put in and taken out (tests/integration/
+   inject_cycles, the daemon's injection library without BPF): 16 threads
+   sleeping, and 16 threads allocating flat out (tests/workloads/stress.c);
+   median and worst of --cycles (the goals: a median of at most 1 ms and a
+   worst of at most 5 ms). On a machine with fewer cores than busy threads
+   each stop waits for the thread to be scheduled.
 
 Python 3 standard library only.
 """
@@ -30,7 +31,9 @@ import time
 import urllib.request
 
 GOAL_RATIO = 0.93
-GOAL_STOP_MS = 10.0
+# The one thread an injection holds: median and worst, in ms.
+GOAL_STOP_MS = 1.0
+GOAL_STOP_WORST_MS = 5.0
 
 
 def free_port():
@@ -155,8 +158,10 @@ def bench_stops(args):
             raise SystemExit(f"bench: inject_cycles failed: {out.stderr}{out.stdout}")
         a, amax, d, dmax = (float(x) / 1000 for x in m.groups())
         print(f"  16 threads {mode}: attach {a:.2f} ms (worst {amax:.2f}), detach {d:.2f} ms "
-              f"(worst {dmax:.2f}); goal < {GOAL_STOP_MS:g} ms: "
-              f"{'met' if max(a, d) < GOAL_STOP_MS else 'MISSED'} (median)")
+              f"(worst {dmax:.2f}); goal median <= {GOAL_STOP_MS:g} ms: "
+              f"{'met' if max(a, d) <= GOAL_STOP_MS else 'MISSED'}, worst <= "
+              f"{GOAL_STOP_WORST_MS:g} ms: "
+              f"{'met' if max(amax, dmax) <= GOAL_STOP_WORST_MS else 'MISSED'}")
 
 
 def main():
