@@ -269,22 +269,20 @@ static int write_bpf_metrics(struct daemon_ctx *ctx, struct strbuf *out)
 
 /* The in-process sampler's fallbacks and the stops of its last injection
  * and restore. */
-static int write_inprocess_counters(struct daemon_ctx *ctx, struct strbuf *out)
+static int write_inprocess_counters(const struct targets_counters *c, struct strbuf *out)
 {
-    struct targets_counters c;
-    struct probe_cost cost;
-    targets_read_counters(ctx->targets, &c, &cost);
-    unsigned long long fallbacks = c.inprocess_fallbacks;
-    unsigned long long inject_ns = c.last_inject_stop_ns;
-    unsigned long long restore_ns = c.last_restore_stop_ns;
+    unsigned long long fallbacks = c->inprocess_fallbacks;
+    unsigned long long inject_ns = c->last_inject_stop_ns;
+    unsigned long long restore_ns = c->last_restore_stop_ns;
     int e = emit_metric(out, "inprocess_fallbacks_total", "counter",
                         "Processes given uprobes because the in-process sampler could not be "
                         "used (the reason is in heapprofd_target_sampler).",
                         fallbacks);
     if (e == 0)
         e = strbuf_printf(out,
-                          "# HELP heapprofd_inprocess_stop_seconds How long the last process "
-                          "was stopped to inject the in-process sampler, and to restore it.\n"
+                          "# HELP heapprofd_inprocess_stop_seconds How long the in-process "
+                          "sampler's last attach, and last detach, held a thread of its "
+                          "process in stops.\n"
                           "# TYPE heapprofd_inprocess_stop_seconds gauge\n"
                           "heapprofd_inprocess_stop_seconds{at=\"attach\"} %.6f\n"
                           "heapprofd_inprocess_stop_seconds{at=\"detach\"} %.6f\n",
@@ -356,7 +354,7 @@ static int write_target_counters(struct daemon_ctx *ctx, struct strbuf *out)
                           "heapprofd_probe_layout{layout=\"%s\"} 1\n",
                           bpf_state_layout_name(ctx->bpf->layout));
     if (e == 0)
-        e = write_inprocess_counters(ctx, out);
+        e = write_inprocess_counters(&c, out);
     return e;
 }
 
