@@ -104,6 +104,7 @@ class ForeignUprobesTest(unittest.TestCase):
     def test_exact_totals_stay_exact_under_bpftrace(self):
         with h.Daemon("--sample-interval", "1") as d, h.Workload("exact") as w:
             d.profile(f"/debug/pprof/heap?pid={w.pid}")
+            metrics = d.get("/metrics")[1].decode()
             tracer = Bpftrace(w.pid)
             try:
                 w.run()
@@ -112,7 +113,6 @@ class ForeignUprobesTest(unittest.TestCase):
                 hits = tracer.stop()
             w.finish()
             d.check_alive()
-            metrics = d.get("/metrics")[1].decode()
         h.check(f'pid="{w.pid}",comm="exact",sampler="inprocess"' in metrics,
                 "exact was not on the in-process sampler")
         h.check(hits.get("malloc", 0) > 0 and hits.get("free", 0) > 0,
