@@ -116,8 +116,8 @@ struct hp_install_status {
 #define HP_REPORT_ALLOC_SYM "hp_report_alloc"
 #define HP_REPORT_FREE_SYM "hp_report_free"
 #define HP_REMOTE_CALL_SYM "hp_remote_call"
-/* The system call hp_remote_call makes once the operation is done (getpid:
- * harmless if nobody watches); the daemon waits for its entry stop. */
+/* The system call the stub makes when hp_remote_call returns into it
+ * (getpid: harmless), before it puts the thread back; report.S uses it. */
 #define HP_REMOTE_DONE_SYSCALL 39
 
 #endif

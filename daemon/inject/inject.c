@@ -201,6 +201,18 @@ struct job {
     size_t errlen;
 };
 
+/* A base for a new sampler in `maps`, near the allocator; fills s->base,
+ * or says why there is none. */
+static int choose_base(struct job *j, const struct proc_maps *maps)
+{
+    uint64_t near = j->plan->nranges ? j->plan->range_lo[0] : 0;
+    j->s->base = sampler_map_choose_base(maps, j->img->span, near);
+    if (j->s->base)
+        return 0;
+    snprintf(j->err, j->errlen, "process %d: no free address range for the sampler", (int)j->pid);
+    return -ENOSPC;
+}
+
 /*
  * What can be done before the thread is stopped, to keep the stop short:
  * the place of the stub, and for an attach, the sampler already mapped
@@ -226,13 +238,7 @@ static int prepare(struct job *j)
         s->memfd = adopt(j->pid, j->mem_fd, j->img, s->base, j->err, j->errlen);
         e = s->memfd < 0 ? s->memfd : 0;
     } else if (j->plan) {
-        uint64_t lo = j->plan->nranges ? j->plan->range_lo[0] : 0;
-        s->base = sampler_map_choose_base(&maps, j->img->span, lo, lo);
-        if (!s->base) {
-            snprintf(j->err, j->errlen, "process %d: no free address range for the sampler",
-                     (int)j->pid);
-            e = -ENOSPC;
-        }
+        e = choose_base(j, &maps);
     }
     proc_maps_free(&maps);
     return e;
@@ -270,12 +276,11 @@ static int place_sampler(struct job *j)
         struct proc_maps maps;
         if (proc_maps_read(j->pid, &maps) != 0)
             break;
-        uint64_t lo = j->plan->nranges ? j->plan->range_lo[0] : 0;
-        s->base = sampler_map_choose_base(&maps, j->img->span, lo, lo);
+        e = choose_base(j, &maps);
         proc_maps_free(&maps);
-        e = s->base ? sampler_map_into(&j->st, j->stub, j->img, s->base, &s->memfd, j->err,
-                                       j->errlen)
-                    : -ENOSPC;
+        if (e == 0)
+            e = sampler_map_into(&j->st, j->stub, j->img, s->base, &s->memfd, j->err,
+                                 j->errlen);
     }
     if (e)
         return e;

@@ -20,10 +20,8 @@
 
 #define PAGE 4096ULL
 
-uint64_t sampler_map_choose_base(const struct proc_maps *maps, uint64_t span, uint64_t lo,
-                                 uint64_t hi)
+uint64_t sampler_map_choose_base(const struct proc_maps *maps, uint64_t span, uint64_t near)
 {
-    (void)hi;
     uint64_t best = 0, best_dist = UINT64_MAX;
     for (size_t i = 0; i + 1 < maps->n; i++) {
         uint64_t gap_lo = maps->v[i].end + PAGE, gap_hi = maps->v[i + 1].start;
@@ -34,7 +32,7 @@ uint64_t sampler_map_choose_base(const struct proc_maps *maps, uint64_t span, ui
             uint64_t b = cands[c];
             if (b < 0x10000)
                 continue;
-            uint64_t d = b < lo ? lo - b : b - lo;
+            uint64_t d = b < near ? near - b : b - near;
             if (d < best_dist) {
                 best = b;
                 best_dist = d;

@@ -21,10 +21,9 @@
 #include "sampler_image.h"
 #include "thread_stop.h"
 
-/* A free place in `maps` for `span` bytes, near [lo, hi) (the allocator,
- * for short distances in the unwinder's tables); 0 if there is none. */
-uint64_t sampler_map_choose_base(const struct proc_maps *maps, uint64_t span, uint64_t lo,
-                                 uint64_t hi);
+/* A free place in `maps` for `span` bytes, the nearest to `near` (the
+ * allocator); 0 if there is none. */
+uint64_t sampler_map_choose_base(const struct proc_maps *maps, uint64_t span, uint64_t near);
 
 /*
  * Maps `img` at `base` in the process of the stopped thread `st`, with
