@@ -13,6 +13,7 @@ import hashlib
 import os
 import pwd
 import re
+import shutil
 import signal
 import subprocess
 import tempfile
@@ -152,11 +153,16 @@ class FdSwapTest(unittest.TestCase):
             with open(victim, "wb") as f:
                 f.write(b"root's file\n" * 100)
             os.chmod(victim, 0o644)
+            # A copy nobody can reach: the build tree may lie below a
+            # directory only root may enter (a clone in a mktemp -d).
+            fdswap = os.path.join(tmp, "fdswap")
+            shutil.copy(os.path.join(os.environ["WORKLOADS"], "fdswap"), fdswap)
+            os.chmod(fdswap, 0o755)
             before = sha256_of(victim)
             mtime = os.stat(victim).st_mtime_ns
             landed = refused = 0
             for i in range(FD_SWAP_TRIES):
-                w = subprocess.Popen([os.path.join(os.environ["WORKLOADS"], "fdswap"), victim],
+                w = subprocess.Popen([fdswap, victim],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      user=nobody.pw_uid, group=nobody.pw_gid, extra_groups=[])
                 try:
