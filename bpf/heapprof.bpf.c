@@ -167,7 +167,7 @@ static __always_inline int on_entry(struct pt_regs *ctx)
         break;
     case HP_FREE:
         if (a)
-            untrack(bpf_get_current_pid_tgid() >> 32, a);
+            untrack(bpf_get_current_pid_tgid() >> 32, a, ~0ULL);
         return 1;
     default:
         return 1;
@@ -200,9 +200,9 @@ static __always_inline void on_return(struct pt_regs *ctx)
     }
     /* A realloc that returned memory, or was asked for 0 bytes, freed the old block. */
     if (p.old_live && (ptr || p.size == 0))
-        untrack(tgid, p.old_ptr);
+        untrack(tgid, p.old_ptr, ~0ULL);
     if (p.stack_id && ptr)
-        record(tgid, ptr, p.size, p.stack_id);
+        record(tgid, ptr, p.size, p.stack_id, 0);
 }
 
 /* Entry probe of the classic and uprobe_multi layouts. Returns 0: for a

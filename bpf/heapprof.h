@@ -76,6 +76,10 @@ enum hp_stat {
     HP_STAT_FREES_UNSEEN,      /* in-process: a live sample's address given out again, its free
                                 * made through no slot (a pointer to free kept from before the
                                 * attach): taken out of in-use then */
+    HP_STAT_FREES_RING,        /* in-process: frees of sampled pointers applied from the ring */
+    HP_STAT_FREES_RING_LATER,  /* ring frees of an address that a later sampled allocation
+                                * already holds: that later life is kept */
+    HP_STAT_FREE_RING_FULL,    /* in-process: frees that found the ring full and trapped */
     HP_STAT_COUNT,
 };
 
@@ -125,7 +129,21 @@ struct hp_live {
     __u64 size;
     __u64 w_objects;
     __u64 w_bytes;
-    __u64 time_ns;
+    __u64 time_ns;  /* when recorded (never 0); 0 once a remover has claimed it, just before
+                     * it deletes it: exactly one remover takes the weights out */
+    __u64 ring_pos; /* in-process: the ring's producer after the allocation; a ring free
+                     * at a position below it is of an earlier life (0: uprobe sampler) */
+};
+
+/* The context of the drain program (hp_drain_frees, a BPF_PROG_TYPE_SYSCALL
+ * program run by the daemon): `n` pointers read from process `tgid`'s ring
+ * of frees, the first at ring position `first_pos`, in the daemon's memory
+ * at `ptrs`. What it did is counted in the stats map. */
+struct hp_drain_args {
+    __u32 tgid;
+    __u32 n;
+    __u64 first_pos;
+    __u64 ptrs;
 };
 
 /* Key of a call between its entry and return: a thread and its stack
@@ -175,7 +193,7 @@ struct hp_unwind_proc {
 /* Version of the pinned maps' layout and meaning: a daemon refuses pinned
  * maps of another version rather than misread them. Bump it whenever a
  * pinned map's key, value or semantics change. */
-#define HP_STATE_VERSION 3
+#define HP_STATE_VERSION 4
 #define HP_STATE_MAGIC 0x68656170u /* "heap" */
 
 /* What the pinned maps were made with (the `meta` map's one value). */

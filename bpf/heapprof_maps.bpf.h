@@ -171,4 +171,13 @@ static __always_inline void count_stat(__u32 stat)
         *v += 1;
 }
 
+/* count_stat by `n`, atomically: from the drain program, which may be
+ * preempted on its CPU. */
+static __always_inline void count_stat_n(__u32 stat, __u64 n)
+{
+    __u64 *v = bpf_map_lookup_elem(&stats, &stat);
+    if (v)
+        __sync_fetch_and_add(v, n);
+}
+
 #endif

@@ -44,17 +44,30 @@ static __always_inline bool take_sample(struct cpu_state *cs, __u64 size)
     return true;
 }
 
-/* Takes a sampled pointer out of the live set and its weight out of in-use;
- * exactly once, whoever deletes the entry. */
-static __always_inline void untrack(__u32 tgid, __u64 ptr)
+/*
+ * Takes a sampled pointer out of the live set and its weight out of in-use,
+ * if it was recorded at a ring position <= `max_pos` (~0: whatever its
+ * position; a ring free at position p passes p). Exactly once, whoever
+ * removes it: a remover first claims the entry (its time_ns, unique per
+ * life, swapped for 0), and only the one that claimed it deletes it.
+ * Since record() inserts with BPF_NOEXIST, the key deleted is still that
+ * entry: nothing can have replaced it meanwhile. Returns 1 if this call
+ * took it out, -1 if a later life holds the address, 0 otherwise.
+ */
+static __always_inline int untrack(__u32 tgid, __u64 ptr, __u64 max_pos)
 {
     struct hp_live_key key = {.tgid = tgid, .ptr = ptr};
     struct hp_live *l = bpf_map_lookup_elem(&live, &key);
     if (!l)
-        return;
+        return 0;
     struct hp_live gone = *l;
-    if (bpf_map_delete_elem(&live, &key) != 0)
-        return;
+    if (gone.time_ns == 0)
+        return 0; /* another remover has it */
+    if (gone.ring_pos > max_pos)
+        return -1;
+    if (__sync_val_compare_and_swap(&l->time_ns, gone.time_ns, 0) != gone.time_ns)
+        return 0;
+    bpf_map_delete_elem(&live, &key);
     struct hp_share *s = bpf_map_lookup_elem(&shares, &tgid);
     if (s)
         share_add(&s->live, -1);
@@ -65,11 +78,18 @@ static __always_inline void untrack(__u32 tgid, __u64 ptr)
         __sync_fetch_and_sub(&c->inuse_bytes, gone.w_bytes);
     }
     count_stat(HP_STAT_FREES_MATCHED);
+    return 1;
 }
 
+/* How often record() tries to insert a live entry while another remover
+ * is deleting the earlier one at that address (between its claim and its
+ * delete: a few instructions). */
+#define HP_INSERT_TRIES 4
+
 /* Adds a sampled allocation of `size` bytes at `ptr` to its stack's counts
- * and to the live set. */
-static __always_inline void record(__u32 tgid, __u64 ptr, __u64 size, __u64 stack_id)
+ * and to the live set; `ring_pos` as hp_live's (0: the uprobe sampler). */
+static __always_inline void record(__u32 tgid, __u64 ptr, __u64 size, __u64 stack_id,
+                                   __u64 ring_pos)
 {
     __u64 w_objects = hp_weight_objects(size, sample_interval, weight_table);
     __u64 w_bytes = hp_weight_bytes(size, w_objects);
@@ -98,7 +118,7 @@ static __always_inline void record(__u32 tgid, __u64 ptr, __u64 size, __u64 stac
 
     /* A pointer still in the live set was freed without our seeing it
      * (before we attached, or by a path we do not probe). */
-    untrack(tgid, ptr);
+    untrack(tgid, ptr, ~0ULL);
     if (share_refuses(s->live, live_share, HP_STAT_SHARE_LIVE)) {
         count_stat(HP_STAT_SAMPLES); /* counted, as with a full live map, but not in use */
         return;
@@ -109,11 +129,18 @@ static __always_inline void record(__u32 tgid, __u64 ptr, __u64 size, __u64 stac
         .size = size,
         .w_objects = w_objects,
         .w_bytes = w_bytes,
-        .time_ns = bpf_ktime_get_ns(),
+        .time_ns = bpf_ktime_get_ns() | 1,
+        .ring_pos = ring_pos,
     };
     __sync_fetch_and_add(&c->inuse_objects, w_objects);
     __sync_fetch_and_add(&c->inuse_bytes, w_bytes);
-    if (bpf_map_update_elem(&live, &lk, &l, BPF_ANY) != 0) {
+    int e = -1;
+    for (int i = 0; i < HP_INSERT_TRIES && e != 0; i++) {
+        e = bpf_map_update_elem(&live, &lk, &l, BPF_NOEXIST);
+        if (e != 0)
+            untrack(tgid, ptr, ~0ULL); /* a life that was recorded meanwhile */
+    }
+    if (e != 0) {
         __sync_fetch_and_sub(&c->inuse_objects, w_objects);
         __sync_fetch_and_sub(&c->inuse_bytes, w_bytes);
         count_stat(HP_STAT_LIVE_FULL);

@@ -23,7 +23,7 @@
  * layout it knows and of its own build (hp_sampler_build_id). Bump the
  * version whenever a struct below or a symbol's meaning changes. */
 #define HP_SAMPLER_MAGIC 0x6c706d6173706800ULL
-#define HP_SAMPLER_VERSION 2
+#define HP_SAMPLER_VERSION 3
 
 /* The name of the memfd the sampler is mapped from: /proc/PID/maps shows
  * "/memfd:heapprofd-sampler (deleted)", which is how a restarted daemon
@@ -73,6 +73,45 @@ enum hp_free_reason {
     HP_FREED_UNSEEN = 1,  /* an allocation returned it while it was still a live sample: its
                            * free went through no slot (a pointer to free kept from before
                            * the attach) */
+    HP_FREED_RING_FULL = 2, /* a wrapper freed it, and the ring of frees was full */
+};
+
+/*
+ * The ring of freed sampled pointers (docs/sampler.md, "Frees through a
+ * ring"): a free wrapper that finds its pointer in the filter claims
+ * position p (producer, only while producer - consumer < the size), writes
+ * the pointer at ptr[p % size] and then p + 1 at pos[p % size] (release),
+ * and only then calls the real free. The daemon reads the producer and
+ * pos[] first, then ptr[], applies the entries whose pos says they are
+ * written, in order, and moves the consumer past them. A sampled
+ * allocation reports the producer read after the allocator returned: BPF
+ * keeps it in the live entry, and a ring free at position p applies only
+ * to a live entry recorded at a producer <= p (the same address given out
+ * again after that free was claimed is a later life).
+ * In the sampler's private writable memory: a forked child has a copy of
+ * its parent's (its parent's pointers, harmless for the child's tgid).
+ */
+struct hp_free_ring {
+    __u64 producer;        /* next position to claim */
+    __u64 full;            /* frees that found the ring full (and trapped) */
+    __u8 pad0[48];
+    __u64 consumer;        /* written by the daemon: positions below are drained */
+    __u8 pad1[56];
+    __u64 pos[HP_FREE_RING_SIZE]; /* position + 1 once ptr[] at that index is written */
+    __u64 ptr[HP_FREE_RING_SIZE];
+};
+
+/*
+ * One page of the sampler's private memory marked MADV_WIPEONFORK by the
+ * installer: opt_report selects the report function that starts with a
+ * 5-byte nop (hp_report_alloc_opt), which Linux 6.18 turns into a call to
+ * a [uprobes-trampoline] mapping that fork() does not copy. A forked child
+ * reads 0 here and reports through the plain function until the daemon has
+ * checked it and set the flag again.
+ */
+struct hp_fork_page {
+    __u32 opt_report;
+    __u8 pad[4096 - 4];
 };
 
 /* What the daemon writes into the sampler before any slot points at it. */
@@ -91,6 +130,8 @@ struct hp_sampler_config {
     __u64 dl_iterate_phdr;        /* the loader's walk of its modules, under its lock */
     __u64 r_debug;                /* the base namespace's module list (struct r_debug) */
     __u32 log2_table[HP_LOG2_TABLE_LEN]; /* as the BPF side's (sampling_math.h) */
+    __u32 free_ring;      /* 1: frees of sampled pointers go through hp_free_ring */
+    __u32 pad2;
 };
 
 /* The last remote call's outcome, written by the installer. */
@@ -104,6 +145,8 @@ struct hp_install_status {
     __u32 dlopen_untaken; /* dlopen calls whose new slots could not be taken */
     __u64 done;           /* the cookie of the last remote call, written once it is over
                            * and the thread's state is back (report.S) */
+    __s64 wipeonfork;     /* madvise(hp_fork_page, MADV_WIPEONFORK) at the last install:
+                           * 0, or -errno (then the optimized report is never used) */
 };
 
 /* The operations of hp_remote_call (its first argument). */
@@ -115,6 +158,9 @@ struct hp_install_status {
 #define HP_INSTALL_STATUS_SYM "hp_install_status"
 #define HP_REPORT_ALLOC_SYM "hp_report_alloc"
 #define HP_REPORT_FREE_SYM "hp_report_free"
+#define HP_REPORT_ALLOC_OPT_SYM "hp_report_alloc_opt"
+#define HP_FREE_RING_SYM "hp_free_ring"
+#define HP_FORK_PAGE_SYM "hp_fork_page"
 #define HP_REMOTE_CALL_SYM "hp_remote_call"
 /* The system call the stub makes when hp_remote_call returns into it
  * (getpid: harmless), before it puts the thread back; report.S uses it. */

@@ -2,16 +2,20 @@
  * report.S - the sampler's report functions, the daemon's remote call into
  * it, and the wrappers of dlopen and dlmopen.
  *
- * hp_report_alloc(ptr, size, kind, ret, sp) and hp_report_free(ptr, reason)
- * do nothing: the daemon's uprobes on them read their arguments. Each is a
- * one-byte nop (which the kernel emulates at the probe, no single step)
- * and a return.
+ * hp_report_alloc(ptr, size, kind, ret, sp, pos) and hp_report_free(ptr,
+ * reason) do nothing: the daemon's uprobes on them read their arguments.
+ * Each is a one-byte nop (which the kernel emulates at the probe, no single
+ * step) and a return.
  *
- * Not a 5-byte nop, although Linux 6.18 "optimizes" a uprobe on one into a
- * call to a [uprobes-trampoline] mapping: that mapping is not inherited by
- * fork(), while the call written into the probed page is, so a forked child
- * that reached a report function would die of SIGSEGV at the trampoline's
- * address. A 2-byte function cannot hold that call.
+ * hp_report_alloc_opt is the same with a 5-byte nop, which Linux 6.18
+ * "optimizes": the probe becomes a call to a [uprobes-trampoline] mapping,
+ * one system call instead of a trap and its emulation. That mapping is not
+ * inherited by fork(), while the call written into the probed page is, so
+ * a forked child that reached it would die of SIGSEGV at the trampoline's
+ * address: the wrappers call it only while the flag in hp_fork_page, a
+ * page the installer marks MADV_WIPEONFORK, says so (sampler.c), which the
+ * daemon sets in each process once it has checked it. The plain functions
+ * are 2 bytes: they cannot hold that call.
  */
 
 /* Offsets into struct hp_sampler_config of orig[HP_E_DLOPEN] and
@@ -34,6 +38,17 @@ hp_report_alloc:
     ret
     .cfi_endproc
     .size hp_report_alloc, .-hp_report_alloc
+
+    .globl hp_report_alloc_opt
+    .hidden hp_report_alloc_opt
+    .type hp_report_alloc_opt, @function
+    .p2align 4
+hp_report_alloc_opt:
+    .cfi_startproc
+    .byte 0x0f, 0x1f, 0x44, 0x00, 0x00 /* nopl 0(%rax,%rax,1): the optimizable nop */
+    ret
+    .cfi_endproc
+    .size hp_report_alloc_opt, .-hp_report_alloc_opt
 
     .globl hp_report_free
     .hidden hp_report_free

@@ -42,9 +42,14 @@ HIDDEN struct slot hp_sampler_slots[HP_SAMPLER_SLOTS];
 HIDDEN u64 hp_sampler_filter[HP_FILTER_BUCKETS][HP_FILTER_WAYS] __attribute__((aligned(64)));
 HIDDEN unsigned char hp_sampler_filter_counts[HP_FILTER_BUCKETS] __attribute__((aligned(64)));
 
-/* report.S: empty functions that begin with a 5-byte nop; the daemon's
- * uprobes on them see the arguments. */
-void hp_report_alloc(u64 ptr, u64 size, u64 kind, u64 ret, u64 sp) HIDDEN;
+HIDDEN struct hp_free_ring hp_free_ring __attribute__((aligned(64)));
+HIDDEN struct hp_fork_page hp_fork_page __attribute__((aligned(4096)));
+
+/* report.S: empty functions (a 1-byte nop and a return; the _opt one a
+ * 5-byte nop and a return); the daemon's uprobes on them see the
+ * arguments. `pos` is the ring's producer read after the allocation. */
+void hp_report_alloc(u64 ptr, u64 size, u64 kind, u64 ret, u64 sp, u64 pos) HIDDEN;
+void hp_report_alloc_opt(u64 ptr, u64 size, u64 kind, u64 ret, u64 sp, u64 pos) HIDDEN;
 void hp_report_free(u64 ptr, u64 reason) HIDDEN;
 
 static __always_inline struct slot *my_slot(void)
@@ -198,19 +203,66 @@ static __attribute__((noinline)) void reused(u64 ptr)
         hp_report_free(ptr, HP_FREED_UNSEEN);
 }
 
-/* A sampled allocation returned `ptr`: remember it and tell BPF. */
+/* A sampled allocation returned `ptr`: remember it and tell BPF, with the
+ * ring's producer as it is now that the allocator has returned: every
+ * ring free of an earlier life of this address was claimed before it. The
+ * optimized report function only where the daemon has said it is safe in
+ * this very process (a forked child reads 0 until then). */
 static void sampled(u64 ptr, u64 size, u32 kind, u64 ret, u64 sp)
 {
     if (!ptr)
         return;
     filter_add(ptr);
-    hp_report_alloc(ptr, size, kind, ret, sp);
+    u64 pos = __atomic_load_n(&hp_free_ring.producer, __ATOMIC_ACQUIRE);
+    if (__atomic_load_n(&hp_fork_page.opt_report, __ATOMIC_RELAXED))
+        hp_report_alloc_opt(ptr, size, kind, ret, sp, pos);
+    else
+        hp_report_alloc(ptr, size, kind, ret, sp, pos);
 }
 
+/* Claims the next position of the ring of frees, if it has room and the
+ * daemon drains it; the caller writes it with ring_publish(). Returns the
+ * position, or ~0 (then the free is reported through the trap). */
+static u64 ring_claim(void)
+{
+    struct hp_free_ring *r = &hp_free_ring;
+    if (!__atomic_load_n(&hp_sampler_config.free_ring, __ATOMIC_RELAXED))
+        return ~0ULL;
+    u64 p = __atomic_load_n(&r->producer, __ATOMIC_RELAXED);
+    do {
+        /* The consumer is the daemon's to write; anything odd there only
+         * makes the ring look full. */
+        u64 c = __atomic_load_n(&r->consumer, __ATOMIC_ACQUIRE);
+        if (p - c >= HP_FREE_RING_SIZE) {
+            __atomic_fetch_add(&r->full, 1, __ATOMIC_RELAXED);
+            return ~0ULL;
+        }
+    } while (!__atomic_compare_exchange_n(&r->producer, &p, p + 1, 1, __ATOMIC_ACQ_REL,
+                                          __ATOMIC_RELAXED));
+    return p;
+}
+
+/* Writes `ptr` (0: nothing was freed) at the claimed position `p`: the
+ * pointer first, then the position that says it is there. */
+static void ring_publish(u64 p, u64 ptr)
+{
+    u32 i = (u32)(p & (HP_FREE_RING_SIZE - 1));
+    __atomic_store_n(&hp_free_ring.ptr[i], ptr, __ATOMIC_RELAXED);
+    __atomic_store_n(&hp_free_ring.pos[i], p + 1, __ATOMIC_RELEASE);
+}
+
+/* A sampled pointer is about to be freed: into the ring (before the real
+ * free, so that its position is claimed before the memory can be handed
+ * out again), or reported through the trap when the ring is full. */
 static __attribute__((noinline)) void free_sampled(u64 ptr)
 {
-    if (filter_take(ptr))
-        hp_report_free(ptr, HP_FREED);
+    if (!filter_take(ptr))
+        return;
+    u64 p = ring_claim();
+    if (p != ~0ULL)
+        ring_publish(p, ptr);
+    else
+        hp_report_free(ptr, hp_sampler_config.free_ring ? HP_FREED_RING_FULL : HP_FREED);
 }
 
 /* The caller's return address and its stack pointer at the allocator's
@@ -233,6 +285,10 @@ static __always_inline u64 array_size(u64 n, u64 m)
  * with SIZE its size in bytes and OLD the block it resizes (realloc and
  * reallocarray; 0 for the others, which the compiler then drops). A resize
  * that succeeds frees OLD and allocates anew, as the BPF side counts it.
+ * A sampled OLD leaves the filter and claims its ring position before the
+ * call, which may free it (another thread may be handed that address
+ * before we are back); the entry is written after, with 0 if the call
+ * failed and OLD is still what it was.
  * Every call checks what it returns against the filter (one byte load):
  * a live sample's address given out again was freed where no slot saw it.
  */
@@ -241,9 +297,17 @@ static __always_inline u64 array_size(u64 n, u64 m)
     static __attribute__((noinline)) void *slow_##NAME(u64 ret, u64 sp, u64 size,        \
                                                        int take, _SPLICE PARAMS)         \
     {                                                                                    \
+        int took = (OLD) && filter_take((u64)(OLD));                                      \
+        u64 at = took ? ring_claim() : ~0ULL;                                            \
         void *p = ORIG(ENTRY, NAME##_fn) ARGS;                                           \
-        if ((p || size == 0) && (OLD) && filter_take((u64)(OLD)))                        \
-            hp_report_free((u64)(OLD), HP_FREED);                                        \
+        int freed = took && (p || size == 0);                                            \
+        if (took && !freed)                                                              \
+            filter_add((u64)(OLD)); /* it failed: OLD is still the live sample */         \
+        if (at != ~0ULL)                                                                 \
+            ring_publish(at, freed ? (u64)(OLD) : 0);                                    \
+        else if (freed)                                                                  \
+            hp_report_free((u64)(OLD), hp_sampler_config.free_ring ? HP_FREED_RING_FULL  \
+                                                                  : HP_FREED);           \
         if (maybe_sampled((u64)p))                                                       \
             reused((u64)p);                                                              \
         if (take)                                                                        \

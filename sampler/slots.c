@@ -34,6 +34,7 @@ typedef unsigned long size_t;
 #define HIDDEN __attribute__((visibility("hidden")))
 
 extern struct hp_sampler_config hp_sampler_config HIDDEN;
+extern struct hp_fork_page hp_fork_page HIDDEN;
 HIDDEN struct hp_install_status hp_install_status;
 
 /* The wrappers (sampler.c, report.S), by address only. */
@@ -119,6 +120,16 @@ static long sys_mprotect(u64 addr, u64 len, long prot)
     __asm__ volatile("syscall"
                      : "=a"(r)
                      : "a"(10L), "D"(addr), "S"(len), "d"(prot)
+                     : "rcx", "r11", "memory");
+    return r;
+}
+
+static long sys_madvise(u64 addr, u64 len, long advice)
+{
+    long r;
+    __asm__ volatile("syscall"
+                     : "=a"(r)
+                     : "a"(28L), "D"(addr), "S"(len), "d"(advice)
                      : "rcx", "r11", "memory");
     return r;
 }
@@ -382,6 +393,14 @@ HIDDEN void hp_remote_dispatch(long op)
         result = -11; /* EAGAIN */
     else
         result = walk_modules((int)op, &w);
+    /* The flag of the optimized report function is wiped in a forked
+     * child (report.S); it is set again by the daemon after each install,
+     * and cleared at an uninstall. MADV_WIPEONFORK (18) needs Linux 4.14;
+     * where it fails the daemon never sets the flag. */
+    if (op == HP_REMOTE_INSTALL)
+        hp_install_status.wipeonfork = sys_madvise((u64)&hp_fork_page, sizeof(hp_fork_page), 18);
+    else
+        __atomic_store_n(&hp_fork_page.opt_report, 0, __ATOMIC_RELAXED);
     report(result, &w);
 }
 

@@ -11,7 +11,9 @@
 
 #include <bpf/libbpf.h>
 
+#include "free_ring.h"
 #include "proc_info.h"
+#include "report_opt.h"
 #include "uprobe_link.h"
 
 const char *sampler_name(enum sampler_kind k)
@@ -76,10 +78,10 @@ static int attach_reports(void *arg, const struct inject_state *s, char *err, si
     /* The free probe first: in a forked child the wrappers already call
      * both, and an allocation recorded before the free probe is in would
      * have its free missed (a false in-use). */
-    uint64_t offsets[2] = {s->report_free, s->report_alloc};
-    uint64_t cookies[2] = {HP_REPORT_FREE, HP_REPORT_ALLOC};
+    uint64_t offsets[3] = {s->report_free, s->report_alloc, s->report_alloc_opt};
+    uint64_t cookies[3] = {HP_REPORT_FREE, HP_REPORT_ALLOC, HP_REPORT_ALLOC};
     if (c->bpf->layout == LAYOUT_CLASSIC) {
-        for (int i = 0; i < 2; i++) {
+        for (int i = 0; i < 3; i++) {
             LIBBPF_OPTS(bpf_uprobe_opts, opts, .bpf_cookie = cookies[i]);
             c->it->links[i] = bpf_program__attach_uprobe_opts(
                 bpf_state_report_program(c->bpf), s->pid, s->text_path, (size_t)offsets[i], &opts);
@@ -93,7 +95,7 @@ static int attach_reports(void *arg, const struct inject_state *s, char *err, si
         return 0;
     }
     int fd = uprobe_link_create(bpf_state_report_fd(c->bpf), HP_BPF_TRACE_UPROBE_MULTI,
-                                s->text_path, offsets, cookies, 2, 0, s->pid);
+                                s->text_path, offsets, cookies, 3, 0, s->pid);
     if (fd < 0) {
         snprintf(err, errlen, "attach the report probes to %s for pid %d: %s", s->text_path,
                  (int)s->pid, strerror(-fd));
@@ -105,7 +107,7 @@ static int attach_reports(void *arg, const struct inject_state *s, char *err, si
 
 static void release_links(struct inprocess_target *it)
 {
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; i < 3; i++) {
         if (it->links[i])
             bpf_link__destroy(it->links[i]);
         it->links[i] = NULL;
@@ -160,11 +162,15 @@ int inprocess_attach(struct bpf_state *bpf, pid_t pid, const struct process_iden
     int e = inprocess_plan(plan, &ip, err, errlen);
     if (e)
         return e;
+    ip.free_ring = free_ring_wanted(bpf_state_drain_fd(bpf));
     struct ready_ctx c = {.bpf = bpf, .it = it, .who = who};
     e = inject_attach(pid, who->start_time, &ip, bpf->sample_interval, same_process,
                       attach_reports, &c, &it->inj, err, errlen);
     if (e)
         release_links(it);
+    else if (report_opt_enable(pid, it->inj.base, it->inj.status.wipeonfork) < 0)
+        fprintf(stderr, "heapprofd: pid %d: the optimized report function could not be "
+                "enabled; the plain one is used\n", (int)pid);
     return e;
 }
 

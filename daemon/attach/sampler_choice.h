@@ -45,7 +45,7 @@ int sampler_parse(const char *s, enum sampler_kind *out);
 /* A process profiled by the in-process sampler. */
 struct inprocess_target {
     struct inject_state inj;
-    struct bpf_link *links[2]; /* classic layout: one per report function */
+    struct bpf_link *links[3]; /* classic layout: one per report function */
     int link_fd;               /* other layouts: one uprobe_multi link, or -1 */
 };
 

@@ -421,6 +421,9 @@ const char *bpf_state_stat_name(enum hp_stat s)
         [HP_STAT_SHARE_STACKS] = "samples_dropped_process_stack_share",
         [HP_STAT_SHARE_LIVE] = "allocations_untracked_process_live_share",
         [HP_STAT_FREES_UNSEEN] = "frees_unseen",
+        [HP_STAT_FREES_RING] = "frees_through_ring",
+        [HP_STAT_FREES_RING_LATER] = "frees_through_ring_of_an_earlier_life",
+        [HP_STAT_FREE_RING_FULL] = "frees_trapped_ring_full",
     };
     return (unsigned)s < HP_STAT_COUNT ? names[s] : "unknown";
 }

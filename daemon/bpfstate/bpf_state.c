@@ -343,6 +343,10 @@ static int load_for(struct heapprof **out, uint64_t sample_interval, enum probe_
     enum bpf_attach_type multi = (enum bpf_attach_type)HP_BPF_TRACE_UPROBE_MULTI;
     enum bpf_attach_type session = (enum bpf_attach_type)HP_BPF_TRACE_UPROBE_SESSION;
     bpf_program__set_autoload(skel->progs.hp_session, layout == LAYOUT_SESSION);
+    /* The drain of the in-process sampler's ring of frees needs syscall
+     * programs and bpf_loop (5.17+): not asked of the classic layout, the
+     * one for old kernels, where frees of sampled pointers trap. */
+    bpf_program__set_autoload(skel->progs.hp_drain_frees, layout != LAYOUT_CLASSIC);
     if (layout == LAYOUT_SESSION)
         bpf_program__set_expected_attach_type(skel->progs.hp_session, session);
     if (layout != LAYOUT_CLASSIC) {
@@ -482,6 +486,11 @@ struct bpf_program *bpf_state_report_program(struct bpf_state *b)
 int bpf_state_report_fd(struct bpf_state *b)
 {
     return bpf_program__fd(b->skel->progs.hp_report);
+}
+
+int bpf_state_drain_fd(struct bpf_state *b)
+{
+    return bpf_program__fd(b->skel->progs.hp_drain_frees);
 }
 
 int bpf_state_entry_fd(struct bpf_state *b)

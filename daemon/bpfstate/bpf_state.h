@@ -80,6 +80,10 @@ struct bpf_program *bpf_state_return_program(struct bpf_state *b);
  * uprobe_multi links except in the classic layout). */
 struct bpf_program *bpf_state_report_program(struct bpf_state *b);
 int bpf_state_report_fd(struct bpf_state *b);
+/* The program that applies the frees read from an in-process sampler's
+ * ring (BPF_PROG_TYPE_SYSCALL, run with BPF_PROG_TEST_RUN); -1 where it
+ * is not loaded (the classic layout): then the ring is not used. */
+int bpf_state_drain_fd(struct bpf_state *b);
 
 /* Remembers (pid 0: forgets) the process in `slot` across restarts. */
 int bpf_state_persist_target(struct bpf_state *b, uint32_t slot, uint32_t pid,

@@ -165,6 +165,7 @@ static int configure(int mem_fd, const struct sampler_image *img, uint64_t base,
     memcpy(c.orig, plan->orig, sizeof(c.orig));
     c.dl_iterate_phdr = plan->dl_iterate_phdr;
     c.r_debug = plan->r_debug;
+    c.free_ring = plan->free_ring;
     sampling_fill_log2_table(c.log2_table);
     uint64_t at = sampler_image_symbol(img, HP_SAMPLER_CONFIG_SYM);
     return at ? write_mem(mem_fd, base + at, &c, sizeof(c)) : -ENOENT;
@@ -288,7 +289,9 @@ static int place_sampler(struct job *j)
     if (sampler_image_file_offset(j->img, sampler_image_symbol(j->img, HP_REPORT_ALLOC_SYM),
                                   &s->report_alloc) != 0 ||
         sampler_image_file_offset(j->img, sampler_image_symbol(j->img, HP_REPORT_FREE_SYM),
-                                  &s->report_free) != 0) {
+                                  &s->report_free) != 0 ||
+        sampler_image_file_offset(j->img, sampler_image_symbol(j->img, HP_REPORT_ALLOC_OPT_SYM),
+                                  &s->report_alloc_opt) != 0) {
         snprintf(j->err, j->errlen, "the sampler has no report functions");
         return -ENOENT;
     }

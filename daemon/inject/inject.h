@@ -33,6 +33,8 @@ struct inject_plan {
     size_t nranges;
     uint64_t dl_iterate_phdr; /* the loader's, which the installer walks modules with */
     uint64_t r_debug;         /* the base namespace's list of modules */
+    uint32_t free_ring;       /* 1: frees of sampled pointers go through the ring
+                               * (free_ring.h), which the daemon drains */
 };
 
 /* A process with the sampler in it. */
@@ -44,6 +46,7 @@ struct inject_state {
     char text_path[40];     /* /proc/self/fd/N of it: where the report uprobes go */
     uint64_t report_alloc;  /* file offsets of the report functions */
     uint64_t report_free;
+    uint64_t report_alloc_opt; /* the report function that starts with a 5-byte nop */
     uint64_t stopped_ns;    /* how long the thread was stopped, last time */
     struct hp_install_status status; /* the installer's last report */
 };

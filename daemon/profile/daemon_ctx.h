@@ -12,6 +12,7 @@
 
 #include "bpf_state.h"
 #include "exited_profiles.h"
+#include "free_drain.h"
 #include "process_watch.h"
 #include "symbol_cache.h"
 #include "targets.h"
@@ -22,6 +23,7 @@ struct daemon_ctx {
     struct targets *targets;      /* NULL when BPF could not load */
     struct unwind_manager *unwind; /* NULL when BPF could not load */
     struct process_watch *watch;  /* NULL when BPF could not load */
+    struct free_drain *free_drain; /* the rings of frees' timer; NULL: none */
     struct symbol_cache *cache;
     struct exited_profiles *exited; /* last profiles of processes that exited */
     atomic_uint_fast64_t requests;

@@ -28,6 +28,7 @@ struct gathered {
 static int read_one(struct daemon_ctx *ctx, const struct profile_query *q, pid_t pid,
                     struct stack_counts **out, size_t *n)
 {
+    targets_drain_frees(ctx->targets, pid); /* frees still in its ring count too */
     if (q->min_age_ns) {
         uint64_t now = monotonic_ns();
         uint64_t before = now > q->min_age_ns ? now - q->min_age_ns : 0;
@@ -53,6 +54,7 @@ static int read_all(struct daemon_ctx *ctx, const struct profile_query *q, struc
     for (size_t i = 0; i < ng && e == 0; i++) {
         struct stack_counts *after = NULL, *delta = NULL;
         size_t nafter = 0, ndelta = 0;
+        targets_drain_frees(ctx->targets, g[i].pid);
         e = bpf_state_read_counts(ctx->bpf, (uint32_t)g[i].pid, &after, &nafter);
         if (e == 0)
             e = heap_profile_delta(g[i].counts, g[i].n, after, nafter, &delta, &ndelta);

@@ -1,0 +1,139 @@
+/*
+ * free_ring.c - drains the in-process sampler's ring of frees into the BPF
+ * maps (see free_ring.h).
+ *
+ * A drain reads the ring in two steps: first the header and the pos[]
+ * array, then the ptr[] array. A wrapper writes ptr[i] and then pos[i]
+ * with a release store, and x86 keeps stores in order, so a pos[] seen by
+ * the first read means the ptr[] it vouches for is already visible to the
+ * second. One read of both would not do: process_vm_readv copies with no
+ * promise of atomicity per word, and a pos written while it is being
+ * copied could come with the ptr it replaced.
+ *
+ * The frees are applied by a BPF_PROG_TYPE_SYSCALL program run with
+ * BPF_PROG_TEST_RUN, not by writing the maps from here: the counts are
+ * changed by uprobes on other CPUs at the same time, and only the same
+ * atomic operations, in the same claim-then-delete order (untrack() in
+ * bpf/sample_store.bpf.h), keep them exact. Userspace has no atomic add
+ * on a map value.
+ */
+#include "free_ring.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/uio.h>
+
+#include <bpf/bpf.h>
+
+#include "heapprof.h"
+#include "hp_sampler.h"
+#include "sampler_image.h"
+
+#define RING_N HP_FREE_RING_SIZE
+
+/* Serializes drains: two drains of one process must not both move its
+ * consumer (an older value written last would send it back). */
+static pthread_mutex_t drain_lock = PTHREAD_MUTEX_INITIALIZER;
+/* Under drain_lock. */
+static struct free_ring_counters counters;
+/* The buffers of one drain, under drain_lock: the ring's pos[] part and
+ * ptr[] part as read, and the pointers handed to BPF, in order. */
+static struct {
+    uint64_t head[offsetof(struct hp_free_ring, ptr) / 8];
+    uint64_t ptr[RING_N];
+    uint64_t batch[RING_N];
+} buf;
+
+bool free_ring_wanted(int prog_fd)
+{
+    const char *env = getenv("HEAPPROFD_FREE_RING");
+    return prog_fd >= 0 && !(env && strcmp(env, "0") == 0);
+}
+
+/* Reads `len` bytes at `addr` of process `pid`; 0 or -errno. */
+static int read_remote(pid_t pid, uint64_t addr, void *to, size_t len)
+{
+    struct iovec local = {.iov_base = to, .iov_len = len};
+    struct iovec remote = {.iov_base = (void *)(uintptr_t)addr, .iov_len = len};
+    ssize_t r = process_vm_readv(pid, &local, 1, &remote, 1, 0);
+    if (r < 0)
+        return -errno;
+    return r == (ssize_t)len ? 0 : -EIO;
+}
+
+/* Runs the drain program over the first `n` pointers of buf.batch, the
+ * first at ring position `first`. */
+static int apply(int prog_fd, pid_t pid, uint64_t first, uint32_t n)
+{
+    struct hp_drain_args a = {.tgid = (uint32_t)pid, .n = n, .first_pos = first,
+                              .ptrs = (uint64_t)(uintptr_t)buf.batch};
+    LIBBPF_OPTS(bpf_test_run_opts, opts, .ctx_in = &a, .ctx_size_in = sizeof(a));
+    int e = bpf_prog_test_run_opts(prog_fd, &opts);
+    if (e)
+        return e < 0 ? e : -EIO;
+    return opts.retval == n ? 0 : -EIO;
+}
+
+/* The drain itself, under drain_lock. */
+static int drain_locked(int prog_fd, pid_t pid, uint64_t ring)
+{
+    int e = read_remote(pid, ring, buf.head, sizeof(buf.head));
+    if (e)
+        return e;
+    const struct hp_free_ring *h = (const struct hp_free_ring *)buf.head;
+    uint64_t producer = h->producer, consumer = h->consumer;
+    /* Entries written since the consumer, in order, up to the first not
+     * yet written (claimed by a thread still between its claim and its
+     * write, or never: a process may write anything here). */
+    if (producer - consumer > RING_N)
+        return -EINVAL;
+    uint32_t n = 0;
+    while (consumer + n != producer && h->pos[(consumer + n) % RING_N] == consumer + n + 1)
+        n++;
+    if (n == 0)
+        return 0;
+    e = read_remote(pid, ring + offsetof(struct hp_free_ring, ptr), buf.ptr, sizeof(buf.ptr));
+    if (e)
+        return e;
+    for (uint32_t k = 0; k < n; k++)
+        buf.batch[k] = buf.ptr[(consumer + k) % RING_N];
+    e = apply(prog_fd, pid, consumer, n);
+    if (e)
+        return e;
+    /* Only now may the process reuse those entries. */
+    uint64_t next = consumer + n;
+    struct iovec local = {.iov_base = &next, .iov_len = sizeof(next)};
+    struct iovec remote = {
+        .iov_base = (void *)(uintptr_t)(ring + offsetof(struct hp_free_ring, consumer)),
+        .iov_len = sizeof(next)};
+    if (process_vm_writev(pid, &local, 1, &remote, 1, 0) != (ssize_t)sizeof(next))
+        return -errno ? -errno : -EIO;
+    counters.entries += n;
+    return (int)n;
+}
+
+int free_ring_drain(int prog_fd, pid_t pid, uint64_t base)
+{
+    char err[128];
+    const struct sampler_image *img = sampler_image_get(err, sizeof(err));
+    uint64_t at = img ? sampler_image_symbol(img, HP_FREE_RING_SYM) : 0;
+    if (!at || prog_fd < 0)
+        return -ENOENT;
+    pthread_mutex_lock(&drain_lock);
+    int e = drain_locked(prog_fd, pid, base + at);
+    counters.drains++;
+    if (e < 0 && e != -ESRCH)
+        counters.errors++;
+    pthread_mutex_unlock(&drain_lock);
+    return e;
+}
+
+void free_ring_counters(struct free_ring_counters *out)
+{
+    pthread_mutex_lock(&drain_lock);
+    *out = counters;
+    pthread_mutex_unlock(&drain_lock);
+}

@@ -1,0 +1,175 @@
+/*
+ * report_opt.c - whether this kernel optimizes a uprobe on a 5-byte nop,
+ * and the per-process flag of the sampler's optimized report function (see
+ * report_opt.h).
+ *
+ * The probe is made on a memfd of the daemon's own, as the calibration of
+ * probe_cost.c is: the kernel runs every link on an inode's instruction at
+ * every hit, whichever process it is for, so probing a function of the
+ * daemon's executable would slow other daemons of the same file (the tests
+ * run several).
+ */
+#include "report_opt.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "heapprof.h"
+#include "hp_sampler.h"
+#include "proc_maps.h"
+#include "sampler_image.h"
+#include "uprobe_link.h"
+
+#define PAGE 4096
+/* Where each function is in the probe's page. */
+enum { AT_OPTIMIZABLE = 0, AT_PLAIN = 64 };
+static const unsigned char nop5_ret[] = {0x0f, 0x1f, 0x44, 0x00, 0x00, 0xc3};
+static const unsigned char nop_ret[] = {0x90, 0xc3};
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static struct report_opt_kernel found = {.optimizes = -1}; /* under lock */
+
+/* Whether process `pid` (0: this one) has a mapping named `name` holding `addr`
+ * (addr 0: anywhere). */
+static int has_mapping(pid_t pid, const char *name, uint64_t addr)
+{
+    struct proc_maps maps;
+    if (proc_maps_read(pid ? pid : getpid(), &maps) != 0)
+        return 0;
+    int yes = 0;
+    for (size_t i = 0; i < maps.n && !yes; i++)
+        yes = strcmp(maps.v[i].path, name) == 0 &&
+              (addr == 0 || (addr >= maps.v[i].start && addr < maps.v[i].end));
+    proc_maps_free(&maps);
+    return yes;
+}
+
+static uint64_t thread_cpu_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* CPU ns per call of `fn`, over REPORT_OPT_CALLS calls. */
+static uint64_t time_calls(void (*volatile fn)(unsigned long, unsigned long))
+{
+    uint64_t t0 = thread_cpu_ns();
+    for (int i = 0; i < REPORT_OPT_CALLS; i++)
+        fn(0, 0);
+    return (thread_cpu_ns() - t0) / REPORT_OPT_CALLS;
+}
+
+/* Probes and times, with the page mapped from memfd `fd` at `page`. */
+static int probe_page(int report_fd, int fd, unsigned char *page, struct report_opt_kernel *out)
+{
+    char path[32];
+    snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+    void (*volatile opt)(unsigned long, unsigned long) =
+        (void (*)(unsigned long, unsigned long))(uintptr_t)(page + AT_OPTIMIZABLE);
+    void (*volatile plain)(unsigned long, unsigned long) =
+        (void (*)(unsigned long, unsigned long))(uintptr_t)(page + AT_PLAIN);
+    uint64_t bare = time_calls(plain);
+    uint64_t offsets[2] = {AT_OPTIMIZABLE, AT_PLAIN};
+    uint64_t cookies[2] = {HP_REPORT_FREE, HP_REPORT_FREE};
+    int link = uprobe_link_create(report_fd, HP_BPF_TRACE_UPROBE_MULTI, path, offsets, cookies, 2,
+                                  0, getpid());
+    if (link < 0)
+        return link;
+    opt(0, 0); /* the first hit is a trap, which optimizes the probe */
+    opt(0, 0);
+    out->optimizes = has_mapping(0, "[uprobes-trampoline]", 0);
+    uint64_t o = time_calls(opt), p = time_calls(plain);
+    out->optimized_ns = o > bare ? o - bare : 1;
+    out->plain_ns = p > bare ? p - bare : 1;
+    close(link);
+    return 0;
+}
+
+int report_opt_probe(int report_fd, struct report_opt_kernel *out)
+{
+    struct report_opt_kernel r = {.optimizes = -1};
+    unsigned char code[PAGE];
+    memset(code, 0xcc, sizeof(code));
+    memcpy(code + AT_OPTIMIZABLE, nop5_ret, sizeof(nop5_ret));
+    memcpy(code + AT_PLAIN, nop_ret, sizeof(nop_ret));
+    int e = 0, fd = memfd_create("heapprofd-report-probe", MFD_CLOEXEC);
+    unsigned char *page = MAP_FAILED;
+    if (fd < 0 || write(fd, code, sizeof(code)) != (ssize_t)sizeof(code))
+        e = errno ? -errno : -EIO;
+    if (e == 0) {
+        page = mmap(NULL, PAGE, PROT_READ | PROT_EXEC, MAP_PRIVATE, fd, 0);
+        e = page == MAP_FAILED ? -errno : 0;
+    }
+    if (e == 0 && report_fd >= 0)
+        e = probe_page(report_fd, fd, page, &r);
+    if (page != MAP_FAILED)
+        munmap(page, PAGE);
+    if (fd >= 0)
+        close(fd);
+    const char *env = getenv("HEAPPROFD_OPT_REPORT");
+    if (env && strcmp(env, "0") == 0 && r.optimizes == 1)
+        r.optimizes = 0;
+    pthread_mutex_lock(&lock);
+    found = r;
+    pthread_mutex_unlock(&lock);
+    *out = r;
+    return report_fd < 0 ? -EOPNOTSUPP : e;
+}
+
+struct report_opt_kernel report_opt_get(void)
+{
+    pthread_mutex_lock(&lock);
+    struct report_opt_kernel r = found;
+    pthread_mutex_unlock(&lock);
+    return r;
+}
+
+/* Whether the 5 bytes at `at` in the process are safe to call: the nop,
+ * a breakpoint on it, or a call into a trampoline the process has. */
+static int safe_to_call(pid_t pid, int mem_fd, uint64_t at)
+{
+    unsigned char b[5];
+    if (pread(mem_fd, b, sizeof(b), (off_t)at) != (ssize_t)sizeof(b))
+        return 0;
+    if (memcmp(b, nop5_ret, 5) == 0 || b[0] == 0xcc)
+        return 1;
+    if (b[0] != 0xe8)
+        return 0;
+    int32_t rel;
+    memcpy(&rel, b + 1, sizeof(rel));
+    return has_mapping(pid, "[uprobes-trampoline]", at + 5 + (uint64_t)(int64_t)rel);
+}
+
+int report_opt_enable(pid_t pid, uint64_t base, int64_t wipeonfork)
+{
+    char err[128];
+    const struct sampler_image *img = sampler_image_get(err, sizeof(err));
+    if (report_opt_get().optimizes != 1 || wipeonfork != 0 || !img)
+        return 0;
+    uint64_t fn = sampler_image_symbol(img, HP_REPORT_ALLOC_OPT_SYM);
+    uint64_t flag = sampler_image_symbol(img, HP_FORK_PAGE_SYM);
+    if (!fn || !flag)
+        return -ENOENT;
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%d/mem", (int)pid);
+    int mem_fd = open(path, O_RDWR | O_CLOEXEC);
+    if (mem_fd < 0)
+        return -errno;
+    int set = safe_to_call(pid, mem_fd, base + fn);
+    uint32_t one = 1;
+    if (set && pwrite(mem_fd, &one, sizeof(one),
+                      (off_t)(base + flag + offsetof(struct hp_fork_page, opt_report))) !=
+                   (ssize_t)sizeof(one))
+        set = -EIO;
+    close(mem_fd);
+    return set;
+}
