@@ -10,8 +10,10 @@
 #include <string.h>
 
 #include "clock.h"
+#include "free_ring.h"
 #include "hp_limits.h"
 #include "probe_cost.h"
+#include "report_opt.h"
 #include "visible_targets.h"
 
 /* One metric with its HELP and TYPE lines. */
@@ -287,6 +289,34 @@ static int write_inprocess_counters(const struct targets_counters *c, struct str
                           "heapprofd_inprocess_stop_seconds{at=\"attach\"} %.6f\n"
                           "heapprofd_inprocess_stop_seconds{at=\"detach\"} %.6f\n",
                           inject_ns / 1e9, restore_ns / 1e9);
+    /* The paths of sampled calls: the ring of frees and the optimized report. */
+    struct free_ring_counters fr;
+    free_ring_counters(&fr);
+    struct report_opt_kernel ro = report_opt_get();
+    if (e == 0)
+        e = emit_metric(out, "free_ring_drains_total", "counter",
+                        "Drains of the in-process sampler's rings of frees.", fr.drains);
+    if (e == 0)
+        e = emit_metric(out, "free_ring_entries_total", "counter",
+                        "Ring entries applied (frees of sampled pointers).", fr.entries);
+    if (e == 0)
+        e = emit_metric(out, "free_ring_drain_errors_total", "counter",
+                        "Rings that could not be read or written, or made no sense.", fr.errors);
+    if (e == 0)
+        e = strbuf_printf(out,
+                          "# HELP heapprofd_uprobe_nop5_optimized Whether this kernel turns a "
+                          "uprobe on a 5-byte nop into a trampoline call (1), so that sampled "
+                          "allocations report through it; 0: it does not (or it is turned "
+                          "off); -1: not probed.\n"
+                          "# TYPE heapprofd_uprobe_nop5_optimized gauge\n"
+                          "heapprofd_uprobe_nop5_optimized %d\n"
+                          "# HELP heapprofd_report_probe_hit_ns CPU ns a hit of the in-process "
+                          "sampler's report probe adds, measured at start.\n"
+                          "# TYPE heapprofd_report_probe_hit_ns gauge\n"
+                          "heapprofd_report_probe_hit_ns{function=\"plain\"} %llu\n"
+                          "heapprofd_report_probe_hit_ns{function=\"nop5\"} %llu\n",
+                          ro.optimizes, (unsigned long long)ro.plain_ns,
+                          (unsigned long long)ro.optimized_ns);
     return e;
 }
 
