@@ -133,15 +133,17 @@ _Static_assert(HP_UNWIND_SEARCH_STEPS >= HP_MAX_UNWIND_ROWS_LOG2,
 
 /*
  * The in-process sampler's ring of freed sampled pointers (sampler/:
- * struct hp_free_ring), which the daemon drains every 100 ms and at every
- * scrape: 4096 entries of 16 bytes (64 KiB per process). At the default
- * interval a process has one sampled free per ~180 malloc+free pairs on a
- * mixed-size workload, so the ring holds ~700,000 pairs' frees, ~7 M pairs
- * a second between drains; a fuller ring only falls back to the report
- * trap (counted). At --sample-interval 1 every free is sampled and the
- * ring fills after 4096 frees: the rest trap, as before the ring.
+ * struct hp_free_ring), which the daemon drains every 100 ms, every 10 ms
+ * while a ring was more than a quarter full at the last drain, and at
+ * every scrape: 8192 entries of 16 bytes (128 KiB per process). At the
+ * default interval a process has one sampled free per ~180 malloc+free
+ * pairs on a mixed-size workload, so the ring holds ~1.5 M pairs' frees:
+ * at 10 ms drains, 150 M pairs a second, more than one thread makes. A
+ * full ring only falls back to the report trap (counted). At
+ * --sample-interval 1 every free is sampled and the ring fills after 8192
+ * frees between drains: the rest trap, as before the ring.
  */
-#define HP_FREE_RING_LOG2 12
+#define HP_FREE_RING_LOG2 13
 #define HP_FREE_RING_SIZE (1u << HP_FREE_RING_LOG2)
 /* Ring entries one drain applies in one run of the BPF drain program: the
  * whole ring, read in one process_vm_readv. */

@@ -18,14 +18,15 @@ struct drain_job {
     uint64_t base;
 };
 
-void targets_drain_frees(struct targets *t, pid_t pid)
+unsigned targets_drain_frees(struct targets *t, pid_t pid)
 {
     int prog = t && t->bpf ? bpf_state_drain_fd(t->bpf) : -1;
     if (prog < 0)
-        return;
+        return 0;
     struct drain_job *jobs = malloc(HP_MAX_TARGETS * sizeof(*jobs));
     if (!jobs)
-        return;
+        return 0;
+    unsigned most = 0;
     size_t n = 0;
     struct target *tg;
     targets_lock(t);
@@ -34,9 +35,12 @@ void targets_drain_frees(struct targets *t, pid_t pid)
             n < HP_MAX_TARGETS)
             jobs[n++] = (struct drain_job){.pid = tg->pid, .base = tg->inproc->inj.base};
     targets_unlock(t);
-    for (size_t k = 0; k < n; k++)
-        free_ring_drain(prog, jobs[k].pid, jobs[k].base);
+    for (size_t k = 0; k < n; k++) {
+        int got = free_ring_drain(prog, jobs[k].pid, jobs[k].base);
+        most = got > (int)most ? (unsigned)got : most;
+    }
     free(jobs);
+    return most;
 }
 
 struct free_drain {
@@ -50,17 +54,19 @@ struct free_drain {
 static void *drain_loop(void *arg)
 {
     struct free_drain *d = arg;
+    long wait_ms = FREE_RING_DRAIN_MS;
     pthread_mutex_lock(&d->lock);
     while (!d->stop) {
         struct timespec until;
         clock_gettime(CLOCK_REALTIME, &until);
-        until.tv_nsec += FREE_RING_DRAIN_MS * 1000000L;
+        until.tv_nsec += wait_ms * 1000000L;
         until.tv_sec += until.tv_nsec / 1000000000L;
         until.tv_nsec %= 1000000000L;
         if (pthread_cond_timedwait(&d->wake, &d->lock, &until) != ETIMEDOUT)
             continue;
         pthread_mutex_unlock(&d->lock);
-        targets_drain_frees(d->targets, 0);
+        unsigned most = targets_drain_frees(d->targets, 0);
+        wait_ms = most > HP_FREE_RING_SIZE / 4 ? FREE_RING_BUSY_DRAIN_MS : FREE_RING_DRAIN_MS;
         pthread_mutex_lock(&d->lock);
     }
     pthread_mutex_unlock(&d->lock);

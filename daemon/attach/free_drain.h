@@ -21,7 +21,8 @@ struct free_drain;
  * in-process sampler, or of every such target when `pid` is 0. The
  * targets' lock is held only to copy who they are and where their
  * sampler is; the drains run outside it. */
-void targets_drain_frees(struct targets *t, pid_t pid);
+/* Returns the most entries one ring held. */
+unsigned targets_drain_frees(struct targets *t, pid_t pid);
 
 /* Starts the timer's thread; NULL (and nothing started) if the drain
  * program is not loaded or no thread could be made. */

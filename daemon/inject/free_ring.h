@@ -22,8 +22,13 @@
 /* How often the daemon drains the rings of processes on the in-process
  * sampler: often enough that in-use is current to a tenth of a second,
  * rarely enough that draining costs nothing measurable (one
- * process_vm_readv of ~33 KiB and one BPF program run per process). */
+ * process_vm_readv of ~65 KiB, another of the entries, and one BPF
+ * program run per process). */
 #define FREE_RING_DRAIN_MS 100
+/* And while a ring was more than a quarter full at its last drain: a
+ * process making that many sampled frees would otherwise fill it (and
+ * trap) between two drains. */
+#define FREE_RING_BUSY_DRAIN_MS 10
 
 /* What the drains did, since the daemon started (for /metrics). */
 struct free_ring_counters {

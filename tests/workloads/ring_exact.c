@@ -33,7 +33,7 @@
 #define CHURN 300     /* churn: malloc(64) and free at once, per round */
 #define GROW 20       /* grow: malloc(16) then realloc(p, 1000), kept, per round */
 #define LATER 100     /* freed_later: malloc(128), freed the next round */
-#define BURST 5000    /* burst: malloc(48) x 5000, then all freed (more than the ring) */
+#define BURST 10000   /* burst: malloc(48) x 10000, then all freed (more than the ring) */
 
 static void *kept[ROUNDS * (KEEP + GROW)];
 static size_t nkept;
