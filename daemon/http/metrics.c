@@ -310,13 +310,12 @@ static int write_inprocess_counters(const struct targets_counters *c, struct str
                           "off); -1: not probed.\n"
                           "# TYPE heapprofd_uprobe_nop5_optimized gauge\n"
                           "heapprofd_uprobe_nop5_optimized %d\n"
-                          "# HELP heapprofd_report_probe_hit_ns CPU ns a hit of the in-process "
-                          "sampler's report probe adds, measured at start.\n"
-                          "# TYPE heapprofd_report_probe_hit_ns gauge\n"
-                          "heapprofd_report_probe_hit_ns{function=\"plain\"} %llu\n"
-                          "heapprofd_report_probe_hit_ns{function=\"nop5\"} %llu\n",
-                          ro.optimizes, (unsigned long long)ro.plain_ns,
-                          (unsigned long long)ro.optimized_ns);
+                          "# HELP heapprofd_report_probe_hit_seconds CPU time a hit of the "
+                          "in-process sampler's report probe adds, measured at start.\n"
+                          "# TYPE heapprofd_report_probe_hit_seconds gauge\n"
+                          "heapprofd_report_probe_hit_seconds{function=\"plain\"} %.9f\n"
+                          "heapprofd_report_probe_hit_seconds{function=\"nop5\"} %.9f\n",
+                          ro.optimizes, ro.plain_ns / 1e9, ro.optimized_ns / 1e9);
     return e;
 }
 
