@@ -77,12 +77,28 @@ static int apply(int prog_fd, pid_t pid, uint64_t first, uint32_t n)
     return opts.retval == n ? 0 : -EIO;
 }
 
-/* The drain itself, under drain_lock. */
-static int drain_locked(int prog_fd, pid_t pid, uint64_t ring)
+/* The drain itself, under drain_lock. The sampler's magic and version are
+ * read with the ring's head, in one call: a process that exec'd since its
+ * last drain has other memory there (most likely none), and nothing is
+ * written into it. */
+static int drain_locked(int prog_fd, pid_t pid, uint64_t config, uint64_t ring)
 {
-    int e = read_remote(pid, ring, buf.head, sizeof(buf.head));
-    if (e)
-        return e;
+    struct {
+        uint64_t magic;
+        uint32_t version;
+    } id;
+    struct iovec local[2] = {{.iov_base = &id, .iov_len = sizeof(id)},
+                             {.iov_base = buf.head, .iov_len = sizeof(buf.head)}};
+    struct iovec remote[2] = {{.iov_base = (void *)(uintptr_t)config, .iov_len = sizeof(id)},
+                              {.iov_base = (void *)(uintptr_t)ring, .iov_len = sizeof(buf.head)}};
+    ssize_t r = process_vm_readv(pid, local, 2, remote, 2, 0);
+    if (r < 0)
+        return -errno;
+    if (r != (ssize_t)(sizeof(id) + sizeof(buf.head)))
+        return -EIO;
+    if (id.magic != HP_SAMPLER_MAGIC || id.version != HP_SAMPLER_VERSION)
+        return -ESTALE;
+    int e;
     const struct hp_free_ring *h = (const struct hp_free_ring *)buf.head;
     uint64_t producer = h->producer, consumer = h->consumer;
     /* Entries written since the consumer, in order, up to the first not
@@ -105,11 +121,11 @@ static int drain_locked(int prog_fd, pid_t pid, uint64_t ring)
         return e;
     /* Only now may the process reuse those entries. */
     uint64_t next = consumer + n;
-    struct iovec local = {.iov_base = &next, .iov_len = sizeof(next)};
-    struct iovec remote = {
+    struct iovec from = {.iov_base = &next, .iov_len = sizeof(next)};
+    struct iovec to = {
         .iov_base = (void *)(uintptr_t)(ring + offsetof(struct hp_free_ring, consumer)),
         .iov_len = sizeof(next)};
-    if (process_vm_writev(pid, &local, 1, &remote, 1, 0) != (ssize_t)sizeof(next))
+    if (process_vm_writev(pid, &from, 1, &to, 1, 0) != (ssize_t)sizeof(next))
         return -errno ? -errno : -EIO;
     counters.entries += n;
     return (int)n;
@@ -120,10 +136,11 @@ int free_ring_drain(int prog_fd, pid_t pid, uint64_t base)
     char err[128];
     const struct sampler_image *img = sampler_image_get(err, sizeof(err));
     uint64_t at = img ? sampler_image_symbol(img, HP_FREE_RING_SYM) : 0;
-    if (!at || prog_fd < 0)
+    uint64_t config = img ? sampler_image_symbol(img, HP_SAMPLER_CONFIG_SYM) : 0;
+    if (!at || !config || prog_fd < 0)
         return -ENOENT;
     pthread_mutex_lock(&drain_lock);
-    int e = drain_locked(prog_fd, pid, base + at);
+    int e = drain_locked(prog_fd, pid, base + config, base + at);
     counters.drains++;
     if (e < 0 && e != -ESRCH)
         counters.errors++;
