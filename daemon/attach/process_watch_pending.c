@@ -150,7 +150,7 @@ void watch_attach_pending(struct process_watch *w)
         bool settle = now - p->event_ns < EXEC_SETTLE_MAX_NS;
         enum sampler_kind sampler = (enum sampler_kind)p->sampler;
         struct hold_request how = {.event_ns = p->event_ns, .just_exec_d = settle,
-                                   .reattach = p->reattach,
+                                   .reattach = p->reattach, .fork_child = p->parent != 0,
                                    .sampler = p->sampler >= 0 ? &sampler : NULL,
                                    .owner = p->owned ? &p->owner : NULL};
         int e = holders_held(&p->holders, now)

@@ -83,6 +83,7 @@ static void reload(int argc, char **argv, struct options *opts, struct daemon_ct
     if (fresh.sample_interval != opts->sample_interval || fresh.listen_port != opts->listen_port ||
         strcmp(fresh.listen_host, opts->listen_host) != 0 ||
         strcmp(fresh.pin_dir, opts->pin_dir) != 0 || fresh.layout != opts->layout ||
+        strcmp(fresh.sampler_dir, opts->sampler_dir) != 0 ||
         memcmp(&fresh.trust, &opts->trust, sizeof(fresh.trust)) != 0 ||
         fresh.open_loopback != opts->open_loopback || fresh.allow_remote != opts->allow_remote ||
         strcmp(fresh.unix_path, opts->unix_path) != 0 ||
@@ -139,14 +140,33 @@ static void *calibrate(void *arg)
     return NULL;
 }
 
+/* The sampler file every in-process target maps, with its report probes
+ * for all: attaches then register no probe of their own. */
+static void open_shared_sampler(const struct options *opts, struct bpf_state *bpf,
+                                struct inprocess_shared *shared)
+{
+    char err[512];
+    shared->file.fd = -1;
+    shared->links.link_fd = -1;
+    if (!opts->sampler_dir[0])
+        return;
+    if (inprocess_shared_open(bpf, opts->sampler_dir, shared, err, sizeof(err)) == 0)
+        fprintf(stderr, "heapprofd: in-process targets map %s\n", shared->file.path);
+    else
+        fprintf(stderr, "heapprofd: %s; each in-process target gets a memfd and probes of its "
+                "own (slower to attach)\n", err);
+}
+
 /* The targets and the watch on process lifetimes: the event source, the
  * processes of a previous daemon, the --pid ones, the rules' matches. */
 static void start_targets(const struct options *opts, struct daemon_ctx *ctx,
-                          struct targets *targets, struct calibration *cal)
+                          struct targets *targets, const struct inprocess_shared *shared,
+                          struct calibration *cal)
 {
     char err[512];
     struct process_events *events = NULL;
     targets_init(targets, ctx->bpf, ctx->unwind, opts->max_targets);
+    targets->shared = shared;
     targets->settings.max_per_owner = opts->max_targets_per_uid;
     targets->settings.sampler = opts->sampler;
     targets->settings.idle_ns = opts->idle_detach_ns;
@@ -180,7 +200,8 @@ static void start_targets(const struct options *opts, struct daemon_ctx *ctx,
  * get 503. */
 static int start_profiling(const struct options *opts, struct daemon_ctx *ctx,
                            struct bpf_state *bpf, struct targets *targets,
-                           struct unwind_manager *unwind, struct calibration *cal)
+                           struct unwind_manager *unwind, struct inprocess_shared *shared,
+                           struct calibration *cal)
 {
     int e = bpf_state_load(bpf, opts->sample_interval, opts->layout, opts->pin_dir,
                            &opts->map_sizes, ctx->bpf_error, sizeof(ctx->bpf_error));
@@ -203,7 +224,8 @@ static int start_profiling(const struct options *opts, struct daemon_ctx *ctx,
     ctx->bpf = bpf;
     if (!opts->unwind_fp_only && unwind_manager_init(unwind, bpf) == 0)
         ctx->unwind = unwind;
-    start_targets(opts, ctx, targets, cal);
+    open_shared_sampler(opts, bpf, shared);
+    start_targets(opts, ctx, targets, shared, cal);
     return 0;
 }
 
@@ -279,7 +301,8 @@ int main(int argc, char **argv)
     exited_profiles_init(&exited);
     struct http_server *server = NULL;
     struct calibration cal = {.started = 0};
-    int rc = start_profiling(&opts, &ctx, &bpf, &targets, &unwind, &cal) ? 1 : 0;
+    struct inprocess_shared shared = {.file.fd = -1, .links.link_fd = -1};
+    int rc = start_profiling(&opts, &ctx, &bpf, &targets, &unwind, &shared, &cal) ? 1 : 0;
 
     struct http_listen how = {
         .host = opts.listen_host,
@@ -311,6 +334,7 @@ int main(int argc, char **argv)
     /* Probes go; with pinned maps the counts stay for the next daemon. */
     if (ctx.targets)
         targets_destroy(ctx.targets, opts.pin_dir[0] != '\0');
+    inprocess_shared_close(&shared);
     if (ctx.unwind)
         unwind_manager_destroy(ctx.unwind);
     if (ctx.bpf)

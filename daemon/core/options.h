@@ -41,6 +41,7 @@
 #define OPTIONS_DEFAULT_PER_UID_SHARE 8
 /* Default pin directory of the BPF maps (see docs/operations.md). */
 #define OPTIONS_DEFAULT_PIN_DIR "/sys/fs/bpf/heapprofd"
+#define OPTIONS_DEFAULT_SAMPLER_DIR "/run/heapprofd"
 
 /* What the user asked for. */
 struct options {
@@ -54,6 +55,7 @@ struct options {
     size_t max_targets_per_uid; /* of which attached for one untrusted uid */
     uint64_t idle_detach_ns;   /* a request holds a process this long (0: for ever) */
     char pin_dir[256];         /* "" : maps are not pinned */
+    char sampler_dir[200];     /* where the shared sampler file is ("": a memfd per target) */
     char config_path[256];     /* "" : no config file */
     char unix_path[108];       /* "" : no unix socket listener */
     char token_file[256];      /* "" : no bearer token required */

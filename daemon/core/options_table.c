@@ -283,6 +283,12 @@ const struct option_def option_table[] = {
      .help = "{choices} (default {default}); inprocess samples inside the process, so that "
              "only sampled calls reach the kernel; per rule: --comm 'NAME sampler=inprocess'",
      .wants = "{choices}"},
+    {"sampler-dir", required_argument, "DIR", set_path_or_none, .def = OPTIONS_DEFAULT_SAMPLER_DIR,
+     FIELD(sampler_dir),
+     .help = "root's directory for the in-process sampler's file, which every target maps "
+             "(default {default}; 'none': a memfd per target, and probes registered per "
+             "process)",
+     .wants = "an absolute directory path, or none", .flags = OPT_RESTART},
     {"max-stacks", required_argument, "N", MAP_SIZE, FIELD(map_sizes.stacks),
      .help = "entries of the BPF map of stacks (default " STR(HP_MAX_STACKS) ")"},
     {"max-counts", required_argument, "N", MAP_SIZE, FIELD(map_sizes.counts),
