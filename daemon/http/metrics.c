@@ -224,6 +224,19 @@ static int write_watch_metrics(struct daemon_ctx *ctx, struct strbuf *out)
                           "heapprofd_exec_attach_seconds_sum %.6f\n"
                           "heapprofd_exec_attach_seconds_count %llu\n",
                           w.exec_attach_delay_ns / 1e9, (unsigned long long)w.exec_attached);
+    if (e == 0)
+        e = strbuf_printf(out,
+                          "# HELP heapprofd_exec_missed_total Processes a rule matched at their "
+                          "exec that were not attached, by reason.\n"
+                          "# TYPE heapprofd_exec_missed_total counter\n"
+                          "heapprofd_exec_missed_total{reason=\"queue_full\"} %llu\n"
+                          "heapprofd_exec_missed_total{reason=\"exited\"} %llu\n"
+                          "heapprofd_exec_missed_total{reason=\"max_targets\"} %llu\n"
+                          "heapprofd_exec_missed_total{reason=\"error\"} %llu\n",
+                          (unsigned long long)w.exec_missed[EXEC_MISSED_QUEUE_FULL],
+                          (unsigned long long)w.exec_missed[EXEC_MISSED_EXITED],
+                          (unsigned long long)w.exec_missed[EXEC_MISSED_MAX_TARGETS],
+                          (unsigned long long)w.exec_missed[EXEC_MISSED_ERROR]);
     return e;
 }
 

@@ -15,12 +15,13 @@
 #include <unistd.h>
 
 /* Whether `fd` is a file fit to be mapped by every target: a regular
- * file, root's, writable by no one, with exactly the image's bytes. */
+ * file, root's, readable by all and writable by no one (0444), with exactly
+ * the image's bytes. */
 static int holds_image(int fd, const struct sampler_image *img)
 {
     struct stat sb;
     if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode) || sb.st_uid != 0 ||
-        (sb.st_mode & 0222) || sb.st_nlink != 1 || (size_t)sb.st_size != img->elf_len)
+        (sb.st_mode & 0777) != 0444 || sb.st_nlink != 1 || (size_t)sb.st_size != img->elf_len)
         return 0;
     uint8_t *copy = malloc(img->elf_len);
     int same = copy && pread(fd, copy, img->elf_len, 0) == (ssize_t)img->elf_len &&
@@ -44,6 +45,13 @@ static int write_unnamed(int dirfd, const struct sampler_image *img)
             return e;
         }
         done += (size_t)w;
+    }
+    /* Readable by every target, whatever the daemon's umask (the unit's is
+     * 0077). */
+    if (fchmod(fd, 0444) != 0) {
+        int e = -errno;
+        close(fd);
+        return e;
     }
     return fd;
 }
@@ -72,11 +80,14 @@ static int link_in(int dirfd, int fd, const char *name, int replace)
 /* Opens `dir`, made if missing, if only root can change what is in it. */
 static int open_dir(const char *dir, char *err, size_t errlen)
 {
-    if (mkdir(dir, 0755) != 0 && errno != EEXIST) {
+    int made = mkdir(dir, 0755) == 0;
+    if (!made && errno != EEXIST) {
         snprintf(err, errlen, "make %s: %s", dir, strerror(errno));
         return -errno;
     }
     int dirfd = open(dir, O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (made && dirfd >= 0)
+        fchmod(dirfd, 0755); /* searchable by every target, whatever the umask */
     struct stat sb;
     if (dirfd < 0 || fstat(dirfd, &sb) != 0) {
         int e = errno;
