@@ -177,15 +177,23 @@ def build_image(deb, tag):
     """Builds deploy/kubernetes/Dockerfile with `deb` in the context, as its
     header says (`podman build -f ... -t TAG DIR`); returns the image id.
     --pull=never: the base must be the local one. --network=host: apt-get
-    reaches the mirror without the bridge network (no iptables needed)."""
+    reaches the mirror without the bridge network (no iptables needed).
+    --layers=false: no cache of intermediate images, which would only ever
+    hit for a .deb made byte for byte again (cpack's are not) and would
+    pile up in podman's storage run after run; for the same reason the
+    image the tag named before is removed (unless a container uses it)."""
+    old = podman("image", "inspect", "--format", "{{.Id}}", tag, check=False).stdout.strip()
     with tempfile.TemporaryDirectory(prefix="heapprofd-context.") as ctx:
         shutil.copy(deb, ctx)
         iid = os.path.join(ctx, "iid")
-        podman("build", "--pull=never", "--network=host", "-f", DOCKERFILE, "-t", tag,
-               "--iidfile", iid, "--build-arg", f"DEB={os.path.basename(deb)}", ctx,
+        podman("build", "--pull=never", "--network=host", "--layers=false", "-f", DOCKERFILE,
+               "-t", tag, "--iidfile", iid, "--build-arg", f"DEB={os.path.basename(deb)}", ctx,
                timeout=BUILD_TIMEOUT_S)
         with open(iid) as f:
-            return f.read().strip()
+            new = f.read().strip()
+    if old and old not in new:
+        podman("rmi", old, check=False)
+    return new
 
 
 def image_size(image):

@@ -38,8 +38,8 @@ Skipped (exit 77) only where podman cannot run, with the reason; under
 CI=true that is a failure instead, since CI machines run
 scripts/install-deps.sh, which installs podman, runc and debootstrap.
 Cost, measured here (2 cores): 76 s cold (a machine without the cached
-base: debootstrap 58 s, image build 8 s), 15-30 s warm (the image is
-rebuilt, 8-13 s, whenever package.build made a new .deb). It mostly waits
+base: debootstrap 58 s, image build 7 s), 15-30 s warm (the image is
+rebuilt, 7-14 s, whenever package.build made a new .deb). It mostly waits
 on the network and podman, so it runs beside the other tests.
 
 Environment: HEAPPROFD (unused but checked by the harness), WORKLOADS,
