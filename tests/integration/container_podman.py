@@ -88,15 +88,15 @@ _CONF = []
 def podman_env():
     """The environment podman runs with: our containers.conf (see the top)."""
     if not _CONF:
-        tmp = tempfile.mkdtemp(prefix="heapprofd-podman.")
+        # Removed when the interpreter exits (the object's finalizer).
+        tmp = tempfile.TemporaryDirectory(prefix="heapprofd-podman.")
         nofile = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
-        path = os.path.join(tmp, "containers.conf")
-        with open(path, "w") as f:
+        with open(os.path.join(tmp.name, "containers.conf"), "w") as f:
             f.write(f'[containers]\ndefault_ulimits = ["nofile={nofile}:{nofile}", '
                     f'"nproc=4096:4096"]\n[engine]\nruntime = "runc"\n')
-        _CONF.append(path)
+        _CONF.append(tmp)
     env = dict(os.environ)
-    env["CONTAINERS_CONF"] = _CONF[0]
+    env["CONTAINERS_CONF"] = os.path.join(_CONF[0].name, "containers.conf")
     return env
 
 
