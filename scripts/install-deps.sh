@@ -47,3 +47,9 @@ fi
 # a stripped static busybox, unshare (util-linux).
 apt-get install -y -qq --no-install-recommends \
     openjdk-17-jdk-headless musl-tools busybox-static util-linux >/dev/null
+# The container test (tests/integration/test_container.py): podman with
+# runc (crun 1.8 refuses these VMs' hybrid cgroup hierarchy), netavark and
+# iptables for the pods' bridge network and published ports, catatonit for
+# kube play's pause image, debootstrap for the Debian 12 base image.
+apt-get install -y -qq --no-install-recommends -o DPkg::Lock::Timeout=600 \
+    podman runc netavark iptables catatonit debootstrap >/dev/null
