@@ -6,7 +6,11 @@
  * module address is the ELF virtual address plus the bias libdwfl chose.
  * libdwfl asks our find_debuginfo for a separate debug file when the file
  * has no DWARF or symbol table of its own, and again for a dwz
- * supplementary file when the debug file names one.
+ * supplementary file when the debug file names one. With no local debug
+ * file, it asks debuginfod (debuginfod_fetch.h) without waiting: libdwfl
+ * asks once per module, so a symbolizer opened before the file arrived
+ * stays without it, says so (symbolizer_debuginfod_arrived), and the
+ * symbol cache opens the file anew.
  */
 #include "symbolizer.h"
 
@@ -14,6 +18,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <gelf.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,6 +32,7 @@
 
 #include "build_id.h"
 #include "debug_link.h"
+#include "debuginfod_fetch.h"
 #include "symbol_memo.h"
 #include "symbolizer_names.h"
 
@@ -47,6 +53,8 @@ struct symbolizer {
     uint64_t file_bytes, debug_bytes;
     char *debug_path;         /* the debug file found, NULL if none */
     struct symbol_memo *memo; /* frames named already */
+    struct debuginfod_fetch *fetch; /* NULL: no debuginfod */
+    atomic_bool awaits_fetch; /* no debug file was found, and debuginfod may bring one */
 };
 
 /* The fields of `z` the debug search needs. */
@@ -80,6 +88,13 @@ static int find_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname
         fd = debug_link_open_alt(&t, z->debug_path, debuglink_file, &found);
     else
         fd = debug_link_open(&t, &found);
+    if (fd == -ENOENT && !alt && z->fetch && z->build_id_len) {
+        fd = debuginfod_fetch_open(z->fetch, z->build_id, z->build_id_len, &found);
+        /* Not there yet, or not now: the symbol cache asks again at each
+         * use of this file, which queues a retry when one is due. */
+        if (fd < 0 && fd != -ENOMEM)
+            atomic_store(&z->awaits_fetch, true);
+    }
     if (fd < 0)
         return -1;
     struct stat st;
@@ -137,10 +152,17 @@ static int read_file_facts(struct symbolizer *z)
 int symbolizer_open(const char *open_path, const char *root, const char *path,
                     struct symbolizer **out)
 {
+    return symbolizer_open_fetching(open_path, root, path, NULL, out);
+}
+
+int symbolizer_open_fetching(const char *open_path, const char *root, const char *path,
+                             struct debuginfod_fetch *fetch, struct symbolizer **out)
+{
     int err = -ENOMEM;
     struct symbolizer *z = calloc(1, sizeof(*z));
     if (!z)
         return -ENOMEM;
+    z->fetch = fetch;
     z->root = strdup(root ? root : "");
     z->path = strdup(path ? path : "");
     z->memo = symbol_memo_new();
@@ -223,6 +245,12 @@ uint64_t symbolizer_bytes(const struct symbolizer *z)
 const char *symbolizer_debug_path(const struct symbolizer *z)
 {
     return z->debug_path ? z->debug_path : "";
+}
+
+bool symbolizer_debuginfod_arrived(struct symbolizer *z)
+{
+    return atomic_load(&z->awaits_fetch) &&
+           debuginfod_fetch_arrived(z->fetch, z->build_id, z->build_id_len);
 }
 
 void sym_frame_free(struct sym_frame *f)
