@@ -269,11 +269,11 @@ static enum debuginfod_result fetch_one(struct debuginfod_fetch *f, debuginfod_c
     int fd = debuginfod_find_debuginfo(client, id, (int)len, path);
     *why = fd < 0 ? -fd : 0;
     if (fd >= 0) {
-        bool right = has_build_id(fd, id, len);
+        bool right = *path && has_build_id(fd, id, len);
         close(fd);
         if (right)
             return DEBUGINFOD_OK;
-        *why = EBADMSG;
+        *why = *path ? EBADMSG : ENOMEM;
     } else if (run.timed_out) {
         *why = ETIMEDOUT; /* libdebuginfod reports a cut fetch as not found */
     } else if (fd == -ENOENT) {

@@ -64,7 +64,9 @@
 
 /* libdebuginfod's bound on connecting and on a transfer slower than 100
  * bytes/s (DEBUGINFOD_TIMEOUT, 90 s by its default), unless the
- * environment sets one: a blackholed server is given up in 10 s. */
+ * environment sets one. libdebuginfod tries twice more (its
+ * DEBUGINFOD_RETRY_LIMIT): a server that accepts and never answers was
+ * given up after 30.7 s here (3 x 10 s; by its default, 3 x 90 s). */
 #define DEBUGINFOD_FETCH_STALL_SECONDS "10"
 
 /* The default bound on one whole fetch (debuginfod-timeout). */
