@@ -6,11 +6,11 @@
  * module address is the ELF virtual address plus the bias libdwfl chose.
  * libdwfl asks our find_debuginfo for a separate debug file when the file
  * has no DWARF or symbol table of its own, and again for a dwz
- * supplementary file when the debug file names one. With no local debug
- * file, it asks debuginfod (debuginfod_fetch.h) without waiting: libdwfl
- * asks once per module, so a symbolizer opened before the file arrived
- * stays without it, says so (symbolizer_debuginfod_arrived), and the
- * symbol cache opens the file anew.
+ * supplementary file when the debug file names one. When neither is
+ * here, it asks debuginfod (debuginfod_fetch.h) by build ID without
+ * waiting: libdwfl asks once per module, so a symbolizer opened before the
+ * file arrived stays without it, says so (symbolizer_debuginfod_arrived),
+ * and the symbol cache opens the file anew.
  */
 #include "symbolizer.h"
 
@@ -55,6 +55,9 @@ struct symbolizer {
     struct symbol_memo *memo; /* frames named already */
     struct debuginfod_fetch *fetch; /* NULL: no debuginfod */
     atomic_bool awaits_fetch; /* no debug file was found, and debuginfod may bring one */
+    atomic_bool awaits_alt;   /* nor the dwz file it names, whose build ID is alt_id */
+    unsigned char alt_id[BUILD_ID_MAX_BYTES]; /* written once, before awaits_alt is set */
+    size_t alt_id_len;
 };
 
 /* The fields of `z` the debug search needs. */
@@ -70,6 +73,36 @@ static struct debug_target target_of(const struct symbolizer *z)
         .dev = z->dev,
         .ino = z->ino,
     };
+}
+
+/*
+ * Asks debuginfod for the file's debug file, or (alt) for the dwz
+ * supplementary file its debug file names, when none was found here: a
+ * descriptor and *found, or -errno with the symbolizer marked as waiting
+ * for it. Not there yet, or not now: the symbol cache asks again at each
+ * use of this file, which queues a retry when one is due.
+ */
+static int fetch_debuginfo(struct symbolizer *z, bool alt, char **found)
+{
+    const unsigned char *id = z->build_id;
+    size_t len = z->build_id_len;
+    atomic_bool *awaits = &z->awaits_fetch;
+    if (!z->fetch)
+        return -ENOENT;
+    if (alt) {
+        if (atomic_load(&z->awaits_alt) ||
+            debug_link_alt_build_id(z->debug_path, z->alt_id, &z->alt_id_len) != 0)
+            return -ENOENT;
+        id = z->alt_id;
+        len = z->alt_id_len;
+        awaits = &z->awaits_alt;
+    }
+    if (len == 0)
+        return -ENOENT;
+    int fd = debuginfod_fetch_open(z->fetch, id, len, found);
+    if (fd < 0 && fd != -ENOMEM)
+        atomic_store(awaits, true);
+    return fd;
 }
 
 /* libdwfl's request for a debug file: the file's own separate debug file,
@@ -88,13 +121,8 @@ static int find_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname
         fd = debug_link_open_alt(&t, z->debug_path, debuglink_file, &found);
     else
         fd = debug_link_open(&t, &found);
-    if (fd == -ENOENT && !alt && z->fetch && z->build_id_len) {
-        fd = debuginfod_fetch_open(z->fetch, z->build_id, z->build_id_len, &found);
-        /* Not there yet, or not now: the symbol cache asks again at each
-         * use of this file, which queues a retry when one is due. */
-        if (fd < 0 && fd != -ENOMEM)
-            atomic_store(&z->awaits_fetch, true);
-    }
+    if (fd == -ENOENT)
+        fd = fetch_debuginfo(z, alt, &found);
     if (fd < 0)
         return -1;
     struct stat st;
@@ -249,8 +277,10 @@ const char *symbolizer_debug_path(const struct symbolizer *z)
 
 bool symbolizer_debuginfod_arrived(struct symbolizer *z)
 {
-    return atomic_load(&z->awaits_fetch) &&
-           debuginfod_fetch_arrived(z->fetch, z->build_id, z->build_id_len);
+    return (atomic_load(&z->awaits_fetch) &&
+            debuginfod_fetch_arrived(z->fetch, z->build_id, z->build_id_len)) ||
+           (atomic_load(&z->awaits_alt) &&
+            debuginfod_fetch_arrived(z->fetch, z->alt_id, z->alt_id_len));
 }
 
 void sym_frame_free(struct sym_frame *f)

@@ -17,7 +17,12 @@ debuginfod 0.188 binds every address, and serves nothing but this file).
   unnamed. Latency is measured elsewhere (see the session's report): this
   asserts that the scrape returns, not how fast.
 
-Cost: about 5 s (a gcc build, debuginfod's start and scan, two daemons).
+- With debug files that dwz shrank, as Debian's -dbgsym packages are: the
+  supplementary file they name by a path nobody has is fetched by its
+  build ID too, and the frames get addr2line's names and lines.
+
+Cost: about 8 s (gcc builds, three debuginfod starts and scans, three
+daemons).
 """
 
 import os
@@ -48,15 +53,16 @@ SERVER_READY_TIMEOUT_S = 30.0
 FETCH_TIMEOUT_S = 30.0
 
 
-def build_target(directory):
-    """Builds the program into `directory` with a fresh build ID; returns
+def build_target(directory, served=None, name="debuginfod_target"):
+    """Builds the program into `directory` as `name` with a fresh build ID,
+    its debug file into `served` (default directory/served); returns
     (stripped path, unstripped path, debug file path, build ID hex)."""
     build_id = secrets.token_hex(20)
-    full = os.path.join(directory, "debuginfod_target.full")
-    stripped = os.path.join(directory, "debuginfod_target")
-    served = os.path.join(directory, "served")
+    full = os.path.join(directory, name + ".full")
+    stripped = os.path.join(directory, name)
+    served = served or os.path.join(directory, "served")
     os.makedirs(served, exist_ok=True)
-    debug = os.path.join(served, "debuginfod_target.debug")
+    debug = os.path.join(served, name + ".debug")
     subprocess.run(["gcc", "-O1", "-g", "-fno-omit-frame-pointer", "-fno-inline",
                     "-fno-optimize-sibling-calls", "-fno-builtin", f"-Wl,--build-id=0x{build_id}",
                     "-I", WORKLOAD_SRC, "-o", full, SOURCE,
@@ -112,6 +118,57 @@ def fetch_counts(d):
             for r in ("ok", "notfound", "error")}
 
 
+def start_server(cls, served, build_ids):
+    """Starts Debian's debuginfod over directory `served` on a free port, for
+    the test class `cls` (stopped at its cleanup), and waits until it serves
+    each of `build_ids`; returns its URL."""
+    port = h.free_port()
+    server = subprocess.Popen(
+        ["debuginfod", "-F", "-p", str(port), "-d", os.path.join(served, "..", "db.sqlite"),
+         "-t", "0", "-g", "0", "-c", "1", served],
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    cls.addClassCleanup(lambda: (server.terminate(), server.wait()))
+    url = f"http://127.0.0.1:{port}"
+
+    # Asked directly (not through libdebuginfod, whose cache would remember
+    # a miss for 10 minutes) until the scan has indexed them.
+    def serving():
+        try:
+            return all(h.get(f"{url}/buildid/{b}/debuginfo", timeout=5)[0] == 200
+                       for b in build_ids)
+        except OSError:  # not listening yet
+            return False
+    h.wait_until(serving, SERVER_READY_TIMEOUT_S, f"debuginfod to serve {build_ids}")
+    return url
+
+
+def start_daemon_with_urls(cls, url, cache):
+    """A daemon for `cls` with DEBUGINFOD_URLS=url in its environment."""
+    saved = os.environ.get("DEBUGINFOD_URLS")
+    os.environ["DEBUGINFOD_URLS"] = url
+    try:
+        return cls.enterClassContext(
+            h.Daemon("--sample-interval", "1", "--debuginfod-cache", cache))
+    finally:
+        if saved is None:
+            del os.environ["DEBUGINFOD_URLS"]
+        else:
+            os.environ["DEBUGINFOD_URLS"] = saved
+
+
+def mismatches(profile, stripped, full):
+    """What in the profile's locations of `stripped` differs from addr2line
+    on the unstripped build `full`: a list of texts, empty when all agree."""
+    wrong = []
+    for address, lines, offset in own_locations(profile, stripped):
+        want = addr2line(full, vaddr_of(full, offset))
+        got = [(ln.name, ln.file, ln.line) for ln in lines]
+        if got != [want]:
+            wrong.append(f"location {address:#x} (offset {offset:#x}): ours {got}, "
+                         f"addr2line {want}")
+    return wrong
+
+
 class LocalServerTest(unittest.TestCase):
     """A local debuginfod serving the program's debug file."""
 
@@ -120,32 +177,9 @@ class LocalServerTest(unittest.TestCase):
         cls.tmp = tempfile.mkdtemp(prefix="heapprof-debuginfod-")
         cls.addClassCleanup(shutil.rmtree, cls.tmp, ignore_errors=True)
         cls.stripped, cls.full, debug, cls.build_id = build_target(cls.tmp)
-        port = h.free_port()
-        server = subprocess.Popen(
-            ["debuginfod", "-F", "-p", str(port), "-d", os.path.join(cls.tmp, "db.sqlite"),
-             "-t", "0", "-g", "0", "-c", "1", os.path.dirname(debug)],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        cls.addClassCleanup(lambda: (server.terminate(), server.wait()))
-        url = f"http://127.0.0.1:{port}"
-        # Asked directly (not through libdebuginfod, whose cache would
-        # remember a miss for 10 minutes) until the scan has indexed it.
-        def serving():
-            try:
-                return h.get(f"{url}/buildid/{cls.build_id}/debuginfo", timeout=5)[0] == 200
-            except OSError:  # not listening yet
-                return False
-        h.wait_until(serving, SERVER_READY_TIMEOUT_S, "debuginfod to serve the debug file")
+        url = start_server(cls, os.path.dirname(debug), [cls.build_id])
         cls.cache = os.path.join(cls.tmp, "cache")
-        saved = os.environ.get("DEBUGINFOD_URLS")
-        os.environ["DEBUGINFOD_URLS"] = url
-        try:
-            cls.d = cls.enterClassContext(
-                h.Daemon("--sample-interval", "1", "--debuginfod-cache", cls.cache))
-        finally:
-            if saved is None:
-                del os.environ["DEBUGINFOD_URLS"]
-            else:
-                os.environ["DEBUGINFOD_URLS"] = saved
+        cls.d = start_daemon_with_urls(cls, url, cls.cache)
         with h.Workload("debuginfod_target", command=[cls.stripped]) as w:
             cls.d.profile(f"/debug/pprof/heap?pid={w.pid}")
             w.run()
@@ -191,6 +225,49 @@ class LocalServerTest(unittest.TestCase):
         h.check(self.d.metric("heapprofd_symbol_cache_reopened_total") >= 1, "reopened files")
         cached = os.path.join(self.cache, self.build_id, "debuginfo")
         h.check(os.path.isfile(cached), f"{cached} missing; cache holds {os.listdir(self.cache)}")
+
+
+class DwzTest(unittest.TestCase):
+    """Debug files made smaller by dwz, as Debian's -dbgsym packages are:
+    two builds of the program whose shared DWARF dwz moved into a
+    supplementary file named by a path nobody has, which debuginfod serves
+    by its build ID too."""
+
+    @classmethod
+    def setUpClass(cls):
+        h.check(shutil.which("dwz"), "dwz is not installed (scripts/install-deps.sh)")
+        cls.tmp = tempfile.mkdtemp(prefix="heapprof-debuginfod-dwz-")
+        cls.addClassCleanup(shutil.rmtree, cls.tmp, ignore_errors=True)
+        served = os.path.join(cls.tmp, "served")
+        cls.stripped, cls.full, debug, build_id = build_target(cls.tmp, served, "dwz_a")
+        _, _, other, _ = build_target(cls.tmp, served, "dwz_b")
+        common = os.path.join(served, "common.debug")
+        subprocess.run(["dwz", "-m", common, "-M",
+                        f"/nonexistent/heapprof-dwz-{secrets.token_hex(8)}.debug", debug, other],
+                       check=True)
+        out = subprocess.run(["readelf", "-S", debug], capture_output=True, text=True).stdout
+        h.check(".gnu_debugaltlink" in out, f"dwz left {debug} without .gnu_debugaltlink")
+        common_id = re.search(r"Build ID: ([0-9a-f]+)", subprocess.run(
+            ["readelf", "-n", common], capture_output=True, text=True).stdout).group(1)
+        url = start_server(cls, served, [build_id, common_id])
+        cls.d = start_daemon_with_urls(cls, url, os.path.join(cls.tmp, "cache"))
+
+    def test_the_supplementary_file_is_fetched_too(self):
+        with h.Workload("dwz_a", command=[self.stripped]) as w:
+            path = f"/debug/pprof/heap?pid={w.pid}"
+            self.d.profile(path)
+            w.run()
+            last = []
+
+            def agree():
+                last[:] = mismatches(h.decode(self.d.profile(path)), self.stripped, self.full)
+                return not last
+            self.d.wait_until(agree, FETCH_TIMEOUT_S,
+                              lambda: "names and lines as addr2line's: " + "; ".join(last))
+            w.finish()
+        counts = fetch_counts(self.d)
+        h.check(counts["ok"] == 2 and counts["error"] == 0,
+                f"fetches (the debug file and its dwz file): {counts}")
 
 
 class BlackHole:
