@@ -3,9 +3,9 @@
 # run and test (libdebuginfod-dev: the client that fetches debug files;
 # debuginfod: the server test_debuginfod.py runs, which Debian installs
 # with no service, and dwz, which shrinks its debug files as Debian's
-# -dbgsym packages are; systemd: systemd-analyze for the ctest systemd.unit; chromium
-# and prometheus for the tests of the web page and /metrics with real
-# clients; passwd and util-linux: useradd and setpriv for test_access.py's
+# -dbgsym packages are; systemd: systemd-analyze for the ctest
+# systemd.unit; chromium and prometheus for the tests of the web page and
+# /metrics with real clients; passwd and util-linux: useradd and setpriv for test_access.py's
 # users; the man page, the .deb and its tests: help2man, dpkg-dev with file
 # for CPack's dpkg-shlibdeps, lintian, man-db, python3-yaml and
 # python3-kubernetes for the DaemonSet's checks, run by Debian's

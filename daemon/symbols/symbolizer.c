@@ -306,14 +306,18 @@ static Dwarf_Word udata(Dwarf_Die *die, unsigned name)
  * functions and compiler-made ones (_GLOBAL__sub_I_...) are named there as
  * addr2line and pprof name them, with their parameters. C's DWARF names
  * are the functions' own (the symbol table may hold only an internal alias,
- * as glibc's __GI___libc_malloc). Keeps the DWARF name otherwise.
+ * as glibc's __GI___libc_malloc). Also names a function whose DWARF name
+ * cannot be read ("??"): a debug file shrunk by dwz keeps its names in the
+ * supplementary file, which may be missing (or still being fetched). Keeps
+ * the DWARF name otherwise.
  */
 static int prefer_symbol(struct symbolizer *z, Dwarf_Die *die, int lang, GElf_Addr addr,
                          struct sym_line *l)
 {
     GElf_Off off;
     GElf_Sym sym;
-    if (!sym_lang_has_scopes(lang) || sym_has_linkage_name(die))
+    bool unnamed = strcmp(l->system_name, "??") == 0;
+    if (!unnamed && (!sym_lang_has_scopes(lang) || sym_has_linkage_name(die)))
         return 0;
     const char *name = dwfl_module_addrinfo(z->mod, addr, &off, &sym, NULL, NULL, NULL);
     if (!name || !name[0])
