@@ -21,8 +21,8 @@ debuginfod 0.188 binds every address, and serves nothing but this file).
   supplementary file they name by a path nobody has is fetched by its
   build ID too, and the frames get addr2line's names and lines.
 
-Cost: about 8 s (gcc builds, three debuginfod starts and scans, three
-daemons).
+Cost: 10 to 18 s of wall time on the shared 2-core machine (gcc builds,
+three debuginfod starts and scans, three daemons), mostly waiting.
 """
 
 import os
