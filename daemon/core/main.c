@@ -17,6 +17,7 @@
 #include "access.h"
 #include "bpf_state.h"
 #include "daemon_ctx.h"
+#include "debuginfod_fetch.h"
 #include "http_server.h"
 #include "options.h"
 #include "probe_cost.h"
@@ -89,6 +90,9 @@ static void reload(int argc, char **argv, struct options *opts, struct daemon_ct
         strcmp(fresh.unix_path, opts->unix_path) != 0 ||
         strcmp(fresh.token_file, opts->token_file) != 0 ||
         fresh.unwind_fp_only != opts->unwind_fp_only ||
+        strcmp(fresh.debuginfod_urls, opts->debuginfod_urls) != 0 ||
+        strcmp(fresh.debuginfod_cache, opts->debuginfod_cache) != 0 ||
+        fresh.debuginfod_timeout_ns != opts->debuginfod_timeout_ns ||
         memcmp(&fresh.map_sizes, &opts->map_sizes, sizeof(fresh.map_sizes)) != 0) {
         char names[512];
         options_restart_only(names, sizeof(names));
@@ -243,6 +247,28 @@ static void serve_until_stopped(int argc, char **argv, struct options *opts,
     fprintf(stderr, "heapprofd: stopping\n");
 }
 
+/* The fetcher of debug files from debuginfod, if servers are named (by
+ * debuginfod-urls, else by the environment's DEBUGINFOD_URLS), or NULL. It
+ * sets libdebuginfod's environment, so it starts before any other thread. */
+static struct debuginfod_fetch *start_debuginfod(const struct options *o)
+{
+    char urls[sizeof(o->debuginfod_urls)];
+    const char *env = getenv("DEBUGINFOD_URLS");
+    snprintf(urls, sizeof(urls), "%s", o->debuginfod_urls[0] ? o->debuginfod_urls : env ? env : "");
+    if (!urls[0] || strcmp(urls, "none") == 0)
+        return NULL;
+    char err[512];
+    struct debuginfod_fetch *f;
+    if (debuginfod_fetch_start(urls, o->debuginfod_cache, o->debuginfod_timeout_ns, &f, err,
+                               sizeof(err)) != 0) {
+        fprintf(stderr, "heapprofd: %s; debug files are not fetched\n", err);
+        return NULL;
+    }
+    fprintf(stderr, "heapprofd: debug files missing here are fetched from debuginfod (%s) into %s\n",
+            urls, o->debuginfod_cache);
+    return f;
+}
+
 /* Says at start who may profile what over TCP, the escape hatch loudest. */
 static void log_access(const struct options *o)
 {
@@ -298,6 +324,8 @@ int main(int argc, char **argv)
     struct exited_profiles exited;
     struct daemon_ctx ctx = {.cache = &cache, .exited = &exited};
     symbol_cache_init(&cache);
+    struct debuginfod_fetch *fetch = start_debuginfod(&opts);
+    symbol_cache_set_fetch(&cache, fetch);
     exited_profiles_init(&exited);
     struct http_server *server = NULL;
     struct calibration cal = {.started = 0};
@@ -340,6 +368,7 @@ int main(int argc, char **argv)
     if (ctx.bpf)
         bpf_state_close(ctx.bpf);
     symbol_cache_destroy(&cache);
+    debuginfod_fetch_stop(fetch);
     exited_profiles_destroy(&exited);
     options_free(&opts);
     return rc;
