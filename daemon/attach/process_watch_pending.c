@@ -47,8 +47,10 @@ void watch_add_pending(struct process_watch *w, const struct pending *p)
             holders_merge(&w->pending[i].holders, &p->holders);
             return;
         }
-    if (w->npending < PENDING_MAX)
+    if (w->npending < PENDING_MAX) {
         w->pending[w->npending++] = *p;
+        w->pending_unsorted = true;
+    }
     else if (!p->parent && !p->reattach)
         watch_count(w, &w->stats.exec_missed[EXEC_MISSED_QUEUE_FULL], 1);
 }
@@ -175,7 +177,9 @@ static int older_first(const void *a, const void *b)
 void watch_attach_pending(struct process_watch *w)
 {
     take_results(w);
-    qsort(w->pending, w->npending, sizeof(w->pending[0]), older_first);
+    if (w->pending_unsorted)
+        qsort(w->pending, w->npending, sizeof(w->pending[0]), older_first);
+    w->pending_unsorted = false;
     for (size_t i = 0; i < w->npending;) {
         struct pending *p = &w->pending[i];
         uint64_t now = monotonic_ns();

@@ -82,8 +82,9 @@ struct process_watch {
     struct process_watch_stats stats; /* under lock */
     int stopping;                     /* under lock */
     /* The attacher's own. */
-    struct pending pending[PENDING_MAX];
+    struct pending pending[PENDING_MAX]; /* oldest first once sorted */
     size_t npending;
+    bool pending_unsorted; /* added to since the last sort */
     struct {
         pid_t pid;
         uint64_t start_time;

@@ -137,9 +137,28 @@ static int take_counts(int fd, const void *key, void *ctx)
     return push_counts(cv, sc);
 }
 
+/*
+ * Whether process `tgid` may have count rows or live entries. Every one is
+ * counted in its share record (made before the first, and counted again
+ * from pinned maps at load): a process without one has none, and the walks
+ * of maps sized for all processes, which visit every bucket, are spared.
+ * Most short-lived processes never have a sample.
+ */
+static bool may_have_entries(struct bpf_state *b, uint32_t tgid)
+{
+    struct hp_share share;
+    return bpf_map_lookup_elem(bpf_map__fd(b->skel->maps.shares), &tgid, &share) == 0 &&
+           (share.rows != 0 || share.live != 0);
+}
+
 int bpf_state_read_counts(struct bpf_state *b, uint32_t tgid, struct stack_counts **out, size_t *n)
 {
     struct counts_vec cv = {.tgid = tgid};
+    if (!may_have_entries(b, tgid)) {
+        *out = NULL;
+        *n = 0;
+        return 0;
+    }
     int e = map_walk_keys(bpf_map__fd(b->skel->maps.counts), sizeof(struct hp_count_key),
                           take_counts, &cv);
     if (e) {
@@ -389,10 +408,13 @@ int bpf_state_set_reporting(struct bpf_state *b, uint32_t tgid, bool on)
 int bpf_state_forget_process(struct bpf_state *b, uint32_t tgid)
 {
     size_t live = 0, rows = 0, pending = 0;
-    int e = delete_process_keys(bpf_map__fd(b->skel->maps.live), sizeof(struct hp_live_key),
+    int e = 0, e2 = 0;
+    if (may_have_entries(b, tgid)) {
+        e = delete_process_keys(bpf_map__fd(b->skel->maps.live), sizeof(struct hp_live_key),
                                 tgid, false, &live);
-    int e2 = delete_process_keys(bpf_map__fd(b->skel->maps.counts), sizeof(struct hp_count_key),
+        e2 = delete_process_keys(bpf_map__fd(b->skel->maps.counts), sizeof(struct hp_count_key),
                                  tgid, false, &rows);
+    }
     int e3 = delete_process_keys(bpf_map__fd(b->skel->maps.pending),
                                  sizeof(struct hp_pending_key), tgid, true, &pending);
     bpf_map_delete_elem(bpf_map__fd(b->skel->maps.shares), &tgid);
