@@ -88,6 +88,7 @@ static void reload(int argc, char **argv, struct options *opts, struct daemon_ct
         strcmp(fresh.unix_path, opts->unix_path) != 0 ||
         strcmp(fresh.token_file, opts->token_file) != 0 ||
         fresh.unwind_fp_only != opts->unwind_fp_only ||
+        fresh.history_interval_ns != opts->history_interval_ns ||
         memcmp(&fresh.map_sizes, &opts->map_sizes, sizeof(fresh.map_sizes)) != 0) {
         char names[512];
         options_restart_only(names, sizeof(names));
@@ -274,12 +275,22 @@ int main(int argc, char **argv)
     struct unwind_manager unwind;
     struct symbol_cache cache;
     struct exited_profiles exited;
-    struct daemon_ctx ctx = {.cache = &cache, .exited = &exited};
+    struct history history;
+    struct snapshots snapshots;
+    struct daemon_ctx ctx = {.cache = &cache, .exited = &exited, .snapshots = &snapshots};
     symbol_cache_init(&cache);
     exited_profiles_init(&exited);
+    snapshots_init(&snapshots);
     struct http_server *server = NULL;
     struct calibration cal = {.started = 0};
     int rc = start_profiling(&opts, &ctx, &bpf, &targets, &unwind, &cal) ? 1 : 0;
+    /* Memory over time: a point of every target each --history-interval. */
+    if (rc == 0 && opts.history_interval_ns &&
+        history_init(&history, &ctx, opts.history_interval_ns) == 0) {
+        ctx.history = &history;
+        if (history_start(&history) != 0)
+            fprintf(stderr, "heapprofd: no memory history: no thread to take it\n");
+    }
 
     struct http_listen how = {
         .host = opts.listen_host,
@@ -306,6 +317,8 @@ int main(int argc, char **argv)
     sd_notify_send("STOPPING=1");
     http_server_stop(server);
     process_watch_stop(ctx.watch);
+    if (ctx.history)
+        history_destroy(ctx.history); /* its thread reads the targets */
     if (cal.started)
         pthread_join(cal.thread, NULL); /* its links use the BPF object */
     /* Probes go; with pinned maps the counts stay for the next daemon. */
@@ -317,6 +330,7 @@ int main(int argc, char **argv)
         bpf_state_close(ctx.bpf);
     symbol_cache_destroy(&cache);
     exited_profiles_destroy(&exited);
+    snapshots_destroy(&snapshots);
     options_free(&opts);
     return rc;
 }
