@@ -36,11 +36,24 @@ window.hpChart = (function () {
     return svg;
   }
 
-  // Rounds a byte axis's top up to a value whose ticks read well.
-  function niceBytes(v) {
-    if (v <= 0) return 1024;
-    const p = Math.pow(2, Math.ceil(Math.log2(v)));
-    return p * 0.75 >= v ? p * 0.75 : p;
+  // Ticks of a byte axis from 0 to about `max`: steps of 1, 2 or 5 times
+  // a power of ten in the unit the step is shown in (B, KiB, MiB, ...), so
+  // that labels read 0 B, 100 KiB, 200 KiB rather than 97.7 KiB, 195 KiB.
+  // Returns the ticks; the last is the axis's top.
+  function byteTicks(max) {
+    const raw = Math.max(max, 4) / 4;
+    const unit = Math.pow(1024, Math.max(0, Math.floor(Math.log(raw) / Math.log(1024))));
+    const mag = Math.pow(10, Math.floor(Math.log10(raw / unit)));
+    const step = unit * mag * ([1, 2, 5, 10].find((m) => m * mag * unit >= raw) || 10);
+    const ticks = [];
+    for (let v = 0; ticks.length < 2 || ticks[ticks.length - 1] < max; v += step) ticks.push(v);
+    return ticks;
+  }
+
+  // Time ticks: hours and minutes, with seconds when the chart spans
+  // less than ten minutes.
+  function timeTickFormat(spanMs) {
+    return window.d3.timeFormat(spanMs < 600000 ? '%H:%M:%S' : '%H:%M');
   }
 
   // Draws the history `h` (the JSON of /debug/pprof/history) into `div`:
@@ -65,14 +78,14 @@ window.hpChart = (function () {
       return;
     }
     const x = d3.scaleTime().domain(d3.extent(rows, (r) => r.t)).range([m.left, width - m.right]);
-    const yMax = niceBytes(d3.max(rows, (r) => r.inuse));
-    const y = d3.scaleLinear().domain([0, yMax]).range([height - m.bottom, m.top]);
-    const rMax = niceBytes(d3.max(rows, (r) => r.rate || 0));
-    const yr = d3.scaleLinear().domain([0, rMax]).range([height - m.bottom, m.top]);
-    const byteTicks = (scale) => scale.ticks(5).filter((v, i, a) => i === 0 || fmt.bytes(v) !== fmt.bytes(a[i - 1]));
+    const yTicks = byteTicks(d3.max(rows, (r) => r.inuse));
+    const y = d3.scaleLinear().domain([0, yTicks[yTicks.length - 1]]).range([height - m.bottom, m.top]);
+    const rTicks = byteTicks(d3.max(rows, (r) => r.rate || 0));
+    const yr = d3.scaleLinear().domain([0, rTicks[rTicks.length - 1]]).range([height - m.bottom, m.top]);
+    const span = rows[rows.length - 1].t - rows[0].t;
 
     svg.append('g').attr('class', 'grid').attr('transform', `translate(${m.left},0)`)
-      .call(d3.axisLeft(y).tickValues(byteTicks(y)).tickSize(-(width - m.left - m.right)).tickFormat(''));
+      .call(d3.axisLeft(y).tickValues(yTicks).tickSize(-(width - m.left - m.right)).tickFormat(''));
     svg.append('path').datum(rows).attr('class', 'inuse-area')
       .attr('d', d3.area().x((r) => x(r.t)).y0(y(0)).y1((r) => y(r.inuse)));
     svg.append('path').datum(rows).attr('class', 'inuse-line')
@@ -81,11 +94,12 @@ window.hpChart = (function () {
       .attr('d', d3.line().x((r) => x(r.t)).y((r) => yr(r.rate)));
 
     svg.append('g').attr('class', 'axis x').attr('transform', `translate(0,${height - m.bottom})`)
-      .call(d3.axisBottom(x).ticks(Math.max(2, Math.floor((width - m.left - m.right) / 90))));
+      .call(d3.axisBottom(x).ticks(Math.max(2, Math.floor((width - m.left - m.right) / 110)))
+        .tickFormat(timeTickFormat(span)));
     svg.append('g').attr('class', 'axis y').attr('transform', `translate(${m.left},0)`)
-      .call(d3.axisLeft(y).tickValues(byteTicks(y)).tickFormat(fmt.bytes));
+      .call(d3.axisLeft(y).tickValues(yTicks).tickFormat(fmt.bytes));
     svg.append('g').attr('class', 'axis rate').attr('transform', `translate(${width - m.right},0)`)
-      .call(d3.axisRight(yr).tickValues(byteTicks(yr)).tickFormat((v) => fmt.bytes(v) + '/s'));
+      .call(d3.axisRight(yr).tickValues(rTicks).tickFormat((v) => fmt.bytes(v) + '/s'));
 
     // Axis titles, with their units.
     svg.append('text').attr('class', 'axis-title inuse')
@@ -98,7 +112,7 @@ window.hpChart = (function () {
       .attr('x', (m.left + width - m.right) / 2).attr('y', height - 6).attr('text-anchor', 'middle')
       .text('time (local, one point every ' + h.period_seconds + ' s)');
     svg.append('text').attr('class', 'chart-note').attr('x', m.left).attr('y', 14)
-      .text((h.live ? '' : 'process gone; ') + 'last ' + fmt.duration((rows[rows.length - 1].t - rows[0].t) / 1000) +
+      .text((h.live ? '' : 'process gone; ') + 'last ' + fmt.duration(span / 1000) +
             ': in use ' + fmt.bytes(rows[0].inuse) + ' → ' + fmt.bytes(rows[rows.length - 1].inuse));
   }
 

@@ -81,6 +81,7 @@
       const sp = line.lastIndexOf(' ');
       if (sp <= 0) continue;
       const value = Number(line.slice(sp + 1));
+      if (!value) continue; // a stack whose growth and shrinkage cancel
       add(root, value);
       let node = root;
       for (const frame of line.slice(0, sp).split(';')) {
@@ -143,7 +144,7 @@
       const m = line.match(/^\s*(\S+)\s+(\S+%)\s+(\S+%)\s+(\S+)\s+(\S+%)\s+(.*)$/);
       if (!m || m[1] === 'flat') continue;
       const tr = document.createElement('tr');
-      if (isDiff()) tr.className = m[1].startsWith('-') ? 'shrink' : 'grow';
+      if (isDiff() && m[1] !== '0') tr.className = m[1].startsWith('-') ? 'shrink' : 'grow';
       m.slice(1).forEach((cell, i) => {
         const td = document.createElement('td');
         td.textContent = cell;
@@ -176,6 +177,7 @@
     flameDiv.dataset.state = 'loading';
     for (const [id, format] of [['download', ''], ['folded-link', 'folded'], ['text-link', 'text']])
       document.getElementById(id).href = urlOf(format);
+    loadHistory(); // the chart, as of now too
     const delta = form.view.value === 'delta';
     status(delta ? 'Collecting allocations for ' + form.seconds.value + ' s…' : 'Loading…');
     try {
@@ -289,6 +291,5 @@
   });
   showBase();
   load();
-  loadHistory();
   setInterval(loadHistory, HISTORY_REFRESH_MS);
 })();

@@ -49,9 +49,14 @@ unsigned http_history_serve(struct daemon_ctx *ctx, const struct caller *who, co
     unsigned status = parse_pid(pid_arg, &pid, out);
     if (status)
         return status;
-    if (!ctx->history) {
+    if (!ctx->bpf) {
         strbuf_printf(out, "no history is kept: BPF unavailable: %s", ctx->bpf_error);
         return MHD_HTTP_SERVICE_UNAVAILABLE;
+    }
+    if (!ctx->history) {
+        strbuf_printf(out, "no history of process %d: none is kept (--history-interval 0)",
+                      (int)pid);
+        return MHD_HTTP_NOT_FOUND;
     }
     int e = history_write_json(ctx->history, pid, who, out);
     if (e == 0)

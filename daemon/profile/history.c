@@ -224,25 +224,35 @@ static void safe_comm(char out[17], const char *comm)
     out[i] = '\0';
 }
 
+/* The JSON's head, up to the opening of its points. */
+static int write_head(struct history *h, struct strbuf *out, pid_t pid, const char *raw_comm,
+                      bool live)
+{
+    char comm[17];
+    safe_comm(comm, raw_comm);
+    return strbuf_printf(out,
+                         "{\"pid\": %d, \"comm\": \"%s\", \"live\": %s, \"period_seconds\": %g, "
+                         "\"max_points\": %d,\n \"columns\": [\"time_ms\", \"inuse_bytes\", "
+                         "\"inuse_objects\", \"alloc_bytes\", \"alloc_objects\"],\n \"points\": [",
+                         (int)pid, comm, live ? "true" : "false", h->period_ns / 1e9,
+                         HISTORY_POINTS);
+}
+
 int history_write_json(struct history *h, pid_t pid, const struct caller *who, struct strbuf *out)
 {
     int may = access_may_profile(who, pid);
+    struct target_info info;
+    /* A target attached since the last tick has no point yet: an empty history. */
+    bool target = h->ctx->targets && targets_info(h->ctx->targets, pid, &info);
     pthread_mutex_lock(&h->lock);
     struct history_series *s = find_locked(h, pid);
     /* A live process's history: for who may profile it; a kept one's:
      * for a trusted caller, as its kept profile (its owner is gone). */
-    int e = !s ? -ENOENT : s->live ? may : who->trusted ? 0 : -ENOENT;
-    char comm[17];
-    if (e == 0) {
-        safe_comm(comm, s->comm);
-        e = strbuf_printf(out,
-                          "{\"pid\": %d, \"comm\": \"%s\", \"live\": %s, \"period_seconds\": %g, "
-                          "\"max_points\": %d,\n \"columns\": [\"time_ms\", \"inuse_bytes\", "
-                          "\"inuse_objects\", \"alloc_bytes\", \"alloc_objects\"],\n \"points\": [",
-                          (int)pid, comm, s->live ? "true" : "false", h->period_ns / 1e9,
-                          HISTORY_POINTS);
-    }
-    for (size_t i = 0; e == 0 && i < s->n; i++) {
+    int e = s && s->live ? may : s ? (who->trusted ? 0 : -ENOENT) : target ? may : -ENOENT;
+    if (e == 0)
+        e = s ? write_head(h, out, pid, s->comm, s->live)
+              : write_head(h, out, pid, info.comm, true);
+    for (size_t i = 0; e == 0 && s && i < s->n; i++) {
         const struct history_point *p = &s->ring[(s->head + i) % HISTORY_POINTS];
         e = strbuf_printf(out,
                           "%s\n  [%" PRId64 ", %" PRId64 ", %" PRId64 ", %" PRId64 ", %" PRId64 "]",
