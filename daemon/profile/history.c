@@ -17,12 +17,29 @@
 #include "proc_info.h"
 #include "target_info.h"
 
+/* Frees what history_init() allocated. */
+static void free_buffers(struct history *h)
+{
+    free(h->v);
+    free(h->tick_info);
+    free(h->tick_tgids);
+    free(h->tick_starts);
+    free(h->tick_totals);
+    h->v = NULL;
+}
+
 int history_init(struct history *h, struct daemon_ctx *ctx, uint64_t period_ns)
 {
     memset(h, 0, sizeof(*h));
     h->v = calloc(HISTORY_MAX_SERIES, sizeof(*h->v));
-    if (!h->v)
+    h->tick_info = calloc(HP_MAX_TARGETS, sizeof(*h->tick_info));
+    h->tick_tgids = calloc(HP_MAX_TARGETS, sizeof(*h->tick_tgids));
+    h->tick_starts = calloc(HP_MAX_TARGETS, sizeof(*h->tick_starts));
+    h->tick_totals = calloc(HP_MAX_TARGETS, sizeof(*h->tick_totals));
+    if (!h->v || !h->tick_info || !h->tick_tgids || !h->tick_starts || !h->tick_totals) {
+        free_buffers(h);
         return -ENOMEM;
+    }
     h->ctx = ctx;
     h->period_ns = period_ns;
     pthread_mutex_init(&h->lock, NULL);
@@ -110,24 +127,21 @@ void history_tick(struct history *h)
     struct daemon_ctx *ctx = h->ctx;
     if (!ctx->targets || !ctx->bpf)
         return;
-    struct target_info *info = calloc(HP_MAX_TARGETS, sizeof(*info));
-    uint32_t *tgids = calloc(HP_MAX_TARGETS, sizeof(*tgids));
-    uint64_t *starts = calloc(HP_MAX_TARGETS, sizeof(*starts));
-    struct hp_counts *totals = calloc(HP_MAX_TARGETS, sizeof(*totals));
-    size_t n = 0;
-    if (info && tgids && starts && totals) {
-        size_t all = targets_list(ctx->targets, info, HP_MAX_TARGETS);
-        for (size_t i = 0; i < all && i < HP_MAX_TARGETS; i++) {
-            /* A process gone since the list was made has no start time:
-             * its history keeps the points it has. */
-            if (proc_start_time(info[i].pid, &starts[n]) != 0)
-                continue;
-            info[n] = info[i];
-            tgids[n++] = (uint32_t)info[i].pid;
-        }
-        if (bpf_state_process_totals(ctx->bpf, tgids, n, totals) != 0)
-            n = 0;
+    struct target_info *info = h->tick_info;
+    uint32_t *tgids = h->tick_tgids;
+    uint64_t *starts = h->tick_starts;
+    struct hp_counts *totals = h->tick_totals;
+    size_t n = 0, all = targets_list(ctx->targets, info, HP_MAX_TARGETS);
+    for (size_t i = 0; i < all && i < HP_MAX_TARGETS; i++) {
+        /* A process gone since the list was made has no start time: its
+         * history keeps the points it has. */
+        if (proc_start_time(info[i].pid, &starts[n]) != 0)
+            continue;
+        info[n] = info[i];
+        tgids[n++] = (uint32_t)info[i].pid;
     }
+    if (bpf_state_process_totals(ctx->bpf, tgids, n, totals) != 0)
+        n = 0;
     struct timespec wall;
     clock_gettime(CLOCK_REALTIME, &wall);
     int64_t time_ms = (int64_t)wall.tv_sec * 1000 + wall.tv_nsec / 1000000;
@@ -147,10 +161,6 @@ void history_tick(struct history *h)
     }
     prune(h, now);
     pthread_mutex_unlock(&h->lock);
-    free(info);
-    free(tgids);
-    free(starts);
-    free(totals);
 }
 
 /* The thread: a point now, then one every period until stopped. */
@@ -195,10 +205,9 @@ void history_destroy(struct history *h)
     }
     for (size_t i = 0; i < HISTORY_MAX_SERIES; i++)
         clear_series(&h->v[i]);
-    free(h->v);
+    free_buffers(h);
     pthread_mutex_destroy(&h->lock);
     pthread_cond_destroy(&h->wake);
-    h->v = NULL;
 }
 
 /* The history of `pid` (the live one if there are two). Lock held. */

@@ -26,6 +26,7 @@
 #include "access.h"
 #include "hp_limits.h"
 #include "strbuf.h"
+#include "target_info.h"
 
 struct daemon_ctx;
 
@@ -75,6 +76,12 @@ struct history {
     bool started;
     struct daemon_ctx *ctx; /* where the totals come from */
     uint64_t period_ns;     /* between two points */
+    /* What a tick reads, HP_MAX_TARGETS each, made once: only the thread
+     * (or a test calling history_tick) uses them. */
+    struct target_info *tick_info;
+    uint32_t *tick_tgids;
+    uint64_t *tick_starts;
+    struct hp_counts *tick_totals;
 };
 
 /* Empties `h`, to take a point every `period_ns`; 0 or -ENOMEM. */
@@ -84,7 +91,8 @@ int history_start(struct history *h);
 /* Stops the thread (if started) and frees everything. */
 void history_destroy(struct history *h);
 
-/* Takes one point of every target now (what the thread does each period). */
+/* Takes one point of every target now (what the thread does each period;
+ * not to be called while the thread runs). */
 void history_tick(struct history *h);
 
 /* Writes the history of `pid` as JSON (docs/http-api.md) if `who` may
