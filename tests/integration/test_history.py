@@ -21,6 +21,7 @@ change from round 1 to round 2 is round1_alloc -100,000 and round2_alloc
 Cost: about 20 s (two daemons, one Chromium).
 """
 
+import gzip
 import json
 import os
 import re
@@ -166,6 +167,9 @@ class HistoryAndDiffOverHttp(unittest.TestCase):
             ("POST", f"/debug/pprof/heap?pid={pid}", b"plain garbage \x00\x01\x02", 400,
              "not a profile"),
             ("POST", f"/debug/pprof/heap?pid={pid}&base={snap_id}", b"x", 400, "do not go together"),
+            ("POST", f"/debug/pprof/heap?pid={pid}", b"\0" * (65 << 20), 413, "over 64 MiB"),
+            ("POST", f"/debug/pprof/heap?pid={pid}", gzip.compress(b"\0" * (65 << 20)), 413,
+             "over 64 MiB"),
             ("GET", f"/debug/pprof/snapshot?pid={pid}", b"", 405, "takes POST"),
             ("POST", "/metrics", b"", 405, "POST is for"),
             ("GET", "/debug/pprof/history?pid=abc", b"", 400, "bad or missing pid"),
