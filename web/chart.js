@@ -67,16 +67,19 @@ window.hpChart = (function () {
       const dt = prev ? (rows[i].t - prev.t) / 1000 : 0;
       rows[i].rate = prev && dt > 0 ? Math.max(0, rows[i].alloc - prev.alloc) / dt : null;
     }
+    if (rows.length < 2) {
+      const p = document.createElement('p');
+      p.className = 'status';
+      p.textContent = 'Memory over time appears here after two points (one every ' +
+        h.period_seconds + ' s).';
+      div.replaceChildren(p);
+      return;
+    }
     const width = Math.max(div.clientWidth, 480);
     const height = 240;
     const m = { top: 22, right: 92, bottom: 42, left: 84 };
     const svg = d3.create('svg').attr('width', width).attr('height', height).attr('class', 'history');
     div.replaceChildren(svg.node());
-    if (rows.length < 2) {
-      svg.append('text').attr('x', m.left).attr('y', height / 2).attr('class', 'chart-note')
-        .text('Memory over time appears here after two points (one every ' + h.period_seconds + ' s).');
-      return;
-    }
     const x = d3.scaleTime().domain(d3.extent(rows, (r) => r.t)).range([m.left, width - m.right]);
     const yTicks = byteTicks(d3.max(rows, (r) => r.inuse));
     const y = d3.scaleLinear().domain([0, yTicks[yTicks.length - 1]]).range([height - m.bottom, m.top]);
