@@ -271,8 +271,7 @@ static int answer_pid(struct daemon_ctx *ctx, const struct profile_query *q,
     return e;
 }
 
-/* Keeps the built or kept profile `p` as a snapshot (exited_profiles_write's
- * callback: `arg` is the snapshot to fill, `out` unused). */
+/* Whose snapshot take_snapshot() keeps, and where its id goes. */
 struct snapshot_take {
     struct daemon_ctx *ctx;
     pid_t pid;
@@ -280,6 +279,8 @@ struct snapshot_take {
     char *id;
 };
 
+/* Keeps the built or kept profile `p` as a snapshot (`arg`, a struct
+ * snapshot_take; also exited_profiles_write's callback: `out` is unused). */
 static int take_snapshot(const struct pprof_profile *p, void *arg, struct pprof_buf *out)
 {
     (void)out;
@@ -297,11 +298,13 @@ int profile_request_snapshot(struct daemon_ctx *ctx, pid_t pid, const struct cal
         snprintf(err, errlen, "BPF unavailable: %s", ctx->bpf_error);
         return -ENODEV;
     }
+    /* As answer_pid(): a process that exited, or was let go while idle,
+     * is what its kept profile says (its counts went with its probes). */
+    int kept = may_read_kept(&q, who) && was_let_go(ctx, pid);
     int e = attach_for(ctx, who, pid, 0, 0, err, errlen);
-    if (e == 0 && proc_start_time(pid, &t.start_time) != 0)
+    if (e == 0 && !kept && proc_start_time(pid, &t.start_time) != 0)
         e = -ESRCH;
-    if (e == -ESRCH && may_read_kept(&q, who)) {
-        /* An exited process: its kept last profile, with the start time it had. */
+    if ((e == -ESRCH || (e == 0 && kept)) && may_read_kept(&q, who)) {
         t.start_time = exited_profiles_start_time(ctx->exited, pid);
         e = t.start_time ? exited_profiles_write(ctx->exited, pid, take_snapshot, &t, &unused)
                          : -ENOENT;
