@@ -8,7 +8,8 @@ change from round 1 to round 2 is round1_alloc -100,000 and round2_alloc
 (--history-interval 1s) so that the test needs seconds, not minutes.
 
 - The history JSON has those totals at points a period apart, outlives
-  the process's exit (as its kept profile does), and refuses bad input.
+  the process's detach and exit (as its kept profile does), and refuses
+  bad input.
 - A diff against a kept snapshot (base=ID) or an uploaded profile, read
   by `go tool pprof -top`, shows the change, and equals what `go tool
   pprof -diff_base` makes of the two plain profiles; bad bases get 4xx
@@ -18,7 +19,7 @@ change from round 1 to round 2 is round1_alloc -100,000 and round2_alloc
   and the diff's flame graph and table, growth red and shrinkage blue.
   Screenshots go to the build's artifacts/ (docs/ has copies).
 
-Cost: about 20 s (two daemons, one Chromium).
+Cost: about 25 s (four daemons, one Chromium).
 """
 
 import gzip
@@ -180,6 +181,27 @@ class HistoryAndDiffOverHttp(unittest.TestCase):
             h.check_equal(got, status, f"{method} {path}: {text!r}")
             h.check_one_line_reason(text, f"{method} {path}")
             h.check(reason in text.decode(), f"{method} {path}: {text!r} lacks {reason!r}")
+
+    def test_the_history_outlives_a_detach_and_a_let_go_process_is_its_kept_profile(self):
+        with h.Daemon("--sample-interval", "1", "--history-interval", PERIOD,
+                      "--idle-detach", "1s") as d, h.Workload("rounds") as w:
+            d.profile(f"/debug/pprof/heap?pid={w.pid}")
+            w.run()
+            wait_points(d, w.pid, ROUND1_INUSE, 2)
+            d.wait_detached(w.pid, "rounds, held by a request for 1 s")
+            d.wait_until(lambda: not history(d, w.pid)["live"], 10, "history marked not live")
+            kept = history(d, w.pid)
+            h.check_equal(kept["points"][-1][1], ROUND1_INUSE, f"history after detach: {kept}")
+            # The snapshot is the kept profile (the counts went with the
+            # probes): against the empty profile of the process attached
+            # again, all of round 1 is shrinkage.
+            status, body = post(d, f"/debug/pprof/snapshot?pid={w.pid}")
+            h.check_equal(status, 200, f"POST snapshot of a let-go process: {body!r}")
+            folded = d.profile(f"/debug/pprof/heap?pid={w.pid}&base={json.loads(body)['id']}"
+                               "&format=folded").decode()
+            h.check(folded.strip().endswith(f"round1_alloc -{ROUND1_INUSE}"),
+                    f"the diff against the kept profile: {folded!r}")
+            d.check_alive()
 
     def test_snapshots_are_bounded_and_requests_may_race_on_them(self):
         with h.Daemon("--sample-interval", "1", "--history-interval", "0") as d, \
