@@ -173,7 +173,11 @@ static void *history_main(void *arg)
         if (monotonic_ns() >= next) {
             pthread_mutex_unlock(&h->lock);
             history_tick(h);
+            /* A period missed (the machine was busy) is skipped, not
+             * made up by points in a burst. */
             next += h->period_ns;
+            if (next <= monotonic_ns())
+                next = monotonic_ns() + h->period_ns;
             pthread_mutex_lock(&h->lock);
             continue;
         }

@@ -118,8 +118,11 @@ class HistoryAndDiffOverHttp(unittest.TestCase):
                           (w.pid, "rounds", True, 1), "history header")
             times = [p[0] for p in hist["points"]]
             gaps = [b - a for a, b in zip(times, times[1:])]
-            # A point a period apart; the thread may wake late on a busy machine.
-            h.check(gaps and all(500 <= g <= 5000 for g in gaps), f"gaps between points: {gaps}")
+            # A point a period apart: the thread may wake late on a busy
+            # machine (and then skips what it missed), never early.
+            h.check(gaps and all(g > 0 for g in gaps) and
+                    900 <= (times[-1] - times[0]) / len(gaps) <= 3000,
+                    f"gaps between points (ms): {gaps}")
             h.check(abs(times[-1] / 1000 - time.time()) < 10, f"last point at {times[-1]} ms")
             h.check(any(p[1] == ROUND1_INUSE for p in hist["points"]), f"round 1: {hist}")
             h.check_equal(hist["points"][-1][1:], [ROUND2_INUSE, 240, ROUND2_ALLOCATED, 340],
@@ -184,11 +187,12 @@ class HistoryAndDiffOverHttp(unittest.TestCase):
 
     def test_the_history_outlives_a_detach_and_a_let_go_process_is_its_kept_profile(self):
         with h.Daemon("--sample-interval", "1", "--history-interval", PERIOD,
-                      "--idle-detach", "1s") as d, h.Workload("rounds") as w:
+                      "--idle-detach", "3s") as d, h.Workload("rounds") as w:
             d.profile(f"/debug/pprof/heap?pid={w.pid}")
             w.run()
-            wait_points(d, w.pid, ROUND1_INUSE, 2)
-            d.wait_detached(w.pid, "rounds, held by a request for 1 s")
+            # Held 3 s by the request: a point a second sees round 1 first.
+            wait_points(d, w.pid, ROUND1_INUSE, 1)
+            d.wait_detached(w.pid, "rounds, held by a request for 3 s")
             d.wait_until(lambda: not history(d, w.pid)["live"], 10, "history marked not live")
             kept = history(d, w.pid)
             h.check_equal(kept["points"][-1][1], ROUND1_INUSE, f"history after detach: {kept}")
