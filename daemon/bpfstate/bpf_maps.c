@@ -378,6 +378,14 @@ static int delete_process_keys(int fd, size_t key_size, uint32_t tgid, bool tgid
     return e;
 }
 
+int bpf_state_set_reporting(struct bpf_state *b, uint32_t tgid, bool on)
+{
+    int fd = bpf_map__fd(b->skel->maps.reporting);
+    uint32_t one = 1;
+    int e = on ? bpf_map_update_elem(fd, &tgid, &one, BPF_ANY) : bpf_map_delete_elem(fd, &tgid);
+    return e == 0 || (!on && errno == ENOENT) ? 0 : -errno;
+}
+
 int bpf_state_forget_process(struct bpf_state *b, uint32_t tgid)
 {
     size_t live = 0, rows = 0, pending = 0;
@@ -421,6 +429,7 @@ const char *bpf_state_stat_name(enum hp_stat s)
         [HP_STAT_SHARE_STACKS] = "samples_dropped_process_stack_share",
         [HP_STAT_SHARE_LIVE] = "allocations_untracked_process_live_share",
         [HP_STAT_FREES_UNSEEN] = "frees_unseen",
+        [HP_STAT_REPORTS_DROPPED] = "reports_dropped_unattached",
     };
     return (unsigned)s < HP_STAT_COUNT ? names[s] : "unknown";
 }

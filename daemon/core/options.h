@@ -46,6 +46,14 @@
 #define OPTIONS_MAX_HISTORY_INTERVAL_NS (3600 * 1000000000ull)
 /* Default pin directory of the BPF maps (see docs/operations.md). */
 #define OPTIONS_DEFAULT_PIN_DIR "/sys/fs/bpf/heapprofd"
+#define OPTIONS_DEFAULT_SAMPLER_DIR "/run/heapprofd"
+
+/* Default directory of debug files fetched from debuginfod: under the
+ * unit's CacheDirectory=heapprofd, which its sandbox leaves writable. */
+#define OPTIONS_DEFAULT_DEBUGINFOD_CACHE "/var/cache/heapprofd/debuginfod"
+/* The longest debuginfod-timeout: a debug file of a large program (a
+ * browser's, gigabytes) on a slow link; past that, fix the link. */
+#define OPTIONS_MAX_DEBUGINFOD_TIMEOUT_NS (3600 * 1000000000ull)
 
 /* What the user asked for. */
 struct options {
@@ -60,6 +68,7 @@ struct options {
     uint64_t idle_detach_ns;   /* a request holds a process this long (0: for ever) */
     uint64_t history_interval_ns; /* between two points of memory over time (0: none kept) */
     char pin_dir[256];         /* "" : maps are not pinned */
+    char sampler_dir[200];     /* where the shared sampler file is ("": a memfd per target) */
     char config_path[256];     /* "" : no config file */
     char unix_path[108];       /* "" : no unix socket listener */
     char token_file[256];      /* "" : no bearer token required */
@@ -70,6 +79,9 @@ struct options {
     enum probe_layout layout;  /* LAYOUT_AUTO unless --probe-layout says */
     enum sampler_kind sampler; /* --sampler: uprobe (default) or inprocess */
     struct bpf_map_sizes map_sizes; /* --max-stacks etc.; 0: hp_limits.h's */
+    char debuginfod_urls[1024];     /* "": the environment's DEBUGINFOD_URLS; "none": off */
+    char debuginfod_cache[256];     /* where fetched debug files are kept */
+    uint64_t debuginfod_timeout_ns; /* the bound on one fetch */
     int show_help;
 };
 

@@ -79,12 +79,18 @@ def entry_bytes(pid, lib_suffix, symbol="malloc", n=16):
     return live, orig
 
 
+def is_sampler_mapping(line):
+    """Whether a line of /proc/PID/maps maps the sampler: the file every
+    target shares (/run/heapprofd/sampler-BUILDID.so), or a memfd of its own."""
+    return "/memfd:heapprofd-sampler" in line or "/heapprofd/sampler-" in line
+
+
 def sampler_ranges(pid):
     """The address ranges the sampler is mapped at in `pid`."""
     out = []
     with open(f"/proc/{pid}/maps") as f:
         for line in f:
-            if "/memfd:heapprofd-sampler" in line:
+            if is_sampler_mapping(line):
                 lo, hi = line.split()[0].split("-")
                 out.append((int(lo, 16), int(hi, 16)))
     return out
@@ -366,7 +372,7 @@ class InprocessTest(unittest.TestCase):
                     "\n".join(l for l in metrics.splitlines() if "sampler" in l) +
                     f"\n{d.stderr()}")
             with open(f"/proc/{child}/maps") as f:
-                mapped = [l for l in f if "/memfd:heapprofd-sampler" in l]
+                mapped = [l for l in f if is_sampler_mapping(l)]
             h.check(len(mapped) == 3, f"the child has {len(mapped)} sampler mappings, not its "
                                       f"parent's 3 (a second one mapped?): {mapped}")
             time.sleep(1)
