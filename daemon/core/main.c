@@ -90,6 +90,7 @@ static void reload(int argc, char **argv, struct options *opts, struct daemon_ct
         strcmp(fresh.unix_path, opts->unix_path) != 0 ||
         strcmp(fresh.token_file, opts->token_file) != 0 ||
         fresh.unwind_fp_only != opts->unwind_fp_only ||
+        fresh.history_interval_ns != opts->history_interval_ns ||
         strcmp(fresh.debuginfod_urls, opts->debuginfod_urls) != 0 ||
         strcmp(fresh.debuginfod_cache, opts->debuginfod_cache) != 0 ||
         fresh.debuginfod_timeout_ns != opts->debuginfod_timeout_ns ||
@@ -322,15 +323,25 @@ int main(int argc, char **argv)
     struct unwind_manager unwind;
     struct symbol_cache cache;
     struct exited_profiles exited;
-    struct daemon_ctx ctx = {.cache = &cache, .exited = &exited};
+    struct history history;
+    struct snapshots snapshots;
+    struct daemon_ctx ctx = {.cache = &cache, .exited = &exited, .snapshots = &snapshots};
     symbol_cache_init(&cache);
     struct debuginfod_fetch *fetch = start_debuginfod(&opts);
     symbol_cache_set_fetch(&cache, fetch);
     exited_profiles_init(&exited);
+    snapshots_init(&snapshots);
     struct http_server *server = NULL;
     struct calibration cal = {.started = 0};
     struct inprocess_shared shared = {.file.fd = -1, .links.link_fd = -1};
     int rc = start_profiling(&opts, &ctx, &bpf, &targets, &unwind, &shared, &cal) ? 1 : 0;
+    /* Memory over time: a point of every target each --history-interval. */
+    if (rc == 0 && opts.history_interval_ns &&
+        history_init(&history, &ctx, opts.history_interval_ns) == 0) {
+        ctx.history = &history;
+        if (history_start(&history) != 0)
+            fprintf(stderr, "heapprofd: no memory history: no thread to take it\n");
+    }
 
     struct http_listen how = {
         .host = opts.listen_host,
@@ -357,6 +368,8 @@ int main(int argc, char **argv)
     sd_notify_send("STOPPING=1");
     http_server_stop(server);
     process_watch_stop(ctx.watch);
+    if (ctx.history)
+        history_destroy(ctx.history); /* its thread reads the targets */
     if (cal.started)
         pthread_join(cal.thread, NULL); /* its links use the BPF object */
     /* Probes go; with pinned maps the counts stay for the next daemon. */
@@ -370,6 +383,7 @@ int main(int argc, char **argv)
     symbol_cache_destroy(&cache);
     debuginfod_fetch_stop(fetch);
     exited_profiles_destroy(&exited);
+    snapshots_destroy(&snapshots);
     options_free(&opts);
     return rc;
 }

@@ -39,6 +39,11 @@
 /* Default share of max-targets one untrusted caller may hold: 1/8 (32 of
  * 256), so that at least eight users fill the table, not one. */
 #define OPTIONS_DEFAULT_PER_UID_SHARE 8
+/* Default --history-interval: a point of memory over time per process
+ * every 10 s; 360 are kept (history.h), so an hour. */
+#define OPTIONS_DEFAULT_HISTORY_INTERVAL "10s"
+/* The longest --history-interval: an hour (a history of 15 days). */
+#define OPTIONS_MAX_HISTORY_INTERVAL_NS (3600 * 1000000000ull)
 /* Default pin directory of the BPF maps (see docs/operations.md). */
 #define OPTIONS_DEFAULT_PIN_DIR "/sys/fs/bpf/heapprofd"
 #define OPTIONS_DEFAULT_SAMPLER_DIR "/run/heapprofd"
@@ -61,6 +66,7 @@ struct options {
     size_t max_targets;        /* processes profiled at once */
     size_t max_targets_per_uid; /* of which attached for one untrusted uid */
     uint64_t idle_detach_ns;   /* a request holds a process this long (0: for ever) */
+    uint64_t history_interval_ns; /* between two points of memory over time (0: none kept) */
     char pin_dir[256];         /* "" : maps are not pinned */
     char sampler_dir[200];     /* where the shared sampler file is ("": a memfd per target) */
     char config_path[256];     /* "" : no config file */

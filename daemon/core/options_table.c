@@ -237,6 +237,13 @@ const struct option_def option_table[] = {
              "(default {default}, at most {max}; 0: never)",
      .wants = "a duration such as 90s, 10m or 1h, at most {max}; 0 never detaches",
      .flags = OPT_DURATION},
+    {"history-interval", required_argument, "DURATION", set_duration,
+     .def = OPTIONS_DEFAULT_HISTORY_INTERVAL, .max = OPTIONS_MAX_HISTORY_INTERVAL_NS,
+     FIELD(history_interval_ns),
+     .help = "take a point of each process's memory over time this often, keeping "
+             "360 (default {default}: an hour; at most {max}; 0: keep none)",
+     .wants = "a duration such as 10s or 1m, at most {max}; 0 keeps no history",
+     .flags = OPT_DURATION | OPT_RESTART},
     {"pin-dir", required_argument, "DIR", set_path_or_none, .def = OPTIONS_DEFAULT_PIN_DIR,
      FIELD(pin_dir),
      .help = "where BPF maps are pinned to survive restarts (default {default}; 'none' to "
