@@ -14,16 +14,11 @@
 // graph) and web-history-index.png (the sparklines) in ARTIFACT_DIR. Prints one JSON object with what it saw
 // as its last line; the Python test judges it.
 'use strict';
-const fs = require('fs');
-const os = require('os');
 const path = require('path');
 const readline = require('readline');
-const { chromium } = require('playwright-core');
+const { STEP_MS, withPage } = require('./chromium.cjs');
 
 const [base, pid, artifacts] = process.argv.slice(2);
-const STEP_MS = 20000;
-const CHROMIUM_ARGS = ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
-  '--disable-background-networking', '--disable-component-update', '--disable-sync'];
 
 // Waits for the flame graph to be drawn (as browser.cjs does); returns what it shows.
 async function settled(page) {
@@ -80,18 +75,7 @@ function nextLine() {
 }
 
 async function main() {
-  const profileDir = fs.mkdtempSync(path.join(os.tmpdir(), 'heapprof-chromium-'));
-  const context = await chromium.launchPersistentContext(profileDir, {
-    executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
-    headless: true,
-    args: CHROMIUM_ARGS,
-    viewport: { width: 1280, height: 800 },
-  });
-  const out = { console_errors: [] };
-  try {
-    const page = context.pages()[0] || await context.newPage();
-    page.on('console', (m) => { if (m.type() === 'error') out.console_errors.push(m.text()); });
-    page.on('pageerror', (e) => out.console_errors.push(String(e)));
+  const out = await withPage(async (page, out) => {
 
     await page.goto(base + '/', { timeout: STEP_MS });
     await page.waitForSelector('body[data-state=ready]', { timeout: STEP_MS });
@@ -130,10 +114,7 @@ async function main() {
     await page.goto(base + '/', { timeout: STEP_MS });
     await page.waitForSelector('body[data-state=ready]', { timeout: STEP_MS });
     await page.screenshot({ path: path.join(artifacts, 'web-history-index.png'), fullPage: true });
-  } finally {
-    await context.close();
-    fs.rmSync(profileDir, { recursive: true, force: true });
-  }
+  });
   process.stdout.write(JSON.stringify(out) + '\n');
 }
 
