@@ -38,10 +38,12 @@
 #define SCAN_INTERVAL_NS (1000 * 1000000ull)
 /* Exits the reaper has not yet handled: the watch list's size. */
 #define EXITS_MAX HP_MAX_WATCHED
-/* Attaches run at once (process_watch_workers.c): each mostly waits, for
- * a thread to stop or for the kernel, so a few at a time go faster even on
- * one CPU, and more would only queue behind the daemon's own locks. */
-#define ATTACH_WORKERS 4
+/* Attaches run at once (process_watch_workers.c). An attach mostly waits
+ * for the target's thread to be scheduled through each of its stops, and
+ * in a burst the new processes fill the run queue: on 2 CPUs, 40 processes
+ * at once had 43% of their first allocations seen with 4 workers and 87%
+ * with 8 (tests/bench/exec_bench.py); 16 did no better than 8. */
+#define ATTACH_WORKERS 8
 /* Processes whose attach failed, remembered so a rule does not retry them
  * every second (a kernel thread named like a target, a process without
  * malloc). */
