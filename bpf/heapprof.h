@@ -76,6 +76,9 @@ enum hp_stat {
     HP_STAT_FREES_UNSEEN,      /* in-process: a live sample's address given out again, its free
                                 * made through no slot (a pointer to free kept from before the
                                 * attach): taken out of in-use then */
+    HP_STAT_REPORTS_DROPPED,   /* in-process: a report from a process that maps the shared
+                                * sampler file but is not attached (a fork child before its
+                                * attach): not counted */
     HP_STAT_FREES_RING,        /* in-process: frees of sampled pointers applied from the ring */
     HP_STAT_FREES_RING_LATER,  /* ring frees of an address that a later sampled allocation
                                 * already holds: that later life is kept */

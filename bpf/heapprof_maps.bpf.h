@@ -97,6 +97,19 @@ struct {
     __type(value, struct hp_share);
 } shares SEC(".maps");
 
+/* The processes on the in-process sampler whose reports count. The report
+ * probes are attached once, for every process that maps the shared
+ * sampler file (docs/sampler.md): a process that maps it without being
+ * attached (a forked child not yet attached, one detached, one that maps
+ * the file itself) is not in this map, and its reports are dropped. Not
+ * pinned: a restarted daemon adds its targets again as it adopts them. */
+struct {
+    __uint(type, BPF_MAP_TYPE_HASH);
+    __uint(max_entries, HP_MAX_SHARES);
+    __type(key, __u32);
+    __type(value, __u32);
+} reporting SEC(".maps");
+
 struct {
     __uint(type, BPF_MAP_TYPE_HASH);
     __uint(max_entries, HP_MAX_PENDING);

@@ -32,6 +32,10 @@ int hp_report(struct pt_regs *ctx)
 {
     __u32 tgid = bpf_get_current_pid_tgid() >> 32;
     __u64 ptr = PT_REGS_PARM1(ctx);
+    if (!bpf_map_lookup_elem(&reporting, &tgid)) {
+        count_stat(HP_STAT_REPORTS_DROPPED);
+        return 0; /* not attached (yet, or any more): see the map */
+    }
     if (bpf_get_attach_cookie(ctx) == HP_REPORT_FREE) {
         if (PT_REGS_PARM2(ctx) == 1 /* HP_FREED_UNSEEN */)
             count_stat(HP_STAT_FREES_UNSEEN);

@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # install-deps.sh - installs the Debian 12 packages heapprofd needs to build,
-# run and test (systemd: systemd-analyze for the ctest systemd.unit; chromium
-# and prometheus for the tests of the web page and /metrics with real
-# clients; passwd and util-linux: useradd and setpriv for test_access.py's
+# run and test (libdebuginfod-dev: the client that fetches debug files;
+# debuginfod: the server test_debuginfod.py runs, which Debian installs
+# with no service, and dwz, which shrinks its debug files as Debian's
+# -dbgsym packages are; systemd: systemd-analyze for the ctest
+# systemd.unit; chromium and prometheus for the tests of the web page and
+# /metrics with real clients; passwd and util-linux: useradd and setpriv for test_access.py's
 # users; the man page, the .deb and its tests: help2man, dpkg-dev with file
 # for CPack's dpkg-shlibdeps, lintian, man-db, python3-yaml and
 # python3-kubernetes for the DaemonSet's checks, run by Debian's
@@ -19,7 +22,8 @@ apt-get update -qq
 # package test's dpkg -i (tests/package), may hold it for a while.
 apt-get install -y -qq --no-install-recommends -o DPkg::Lock::Timeout=600 \
     build-essential cmake pkg-config clang bpftool \
-    libbpf-dev libelf-dev libdw-dev libmicrohttpd-dev zlib1g-dev \
+    libbpf-dev libelf-dev libdw-dev libdebuginfod-dev libmicrohttpd-dev zlib1g-dev \
+    debuginfod dwz \
     golang-go python3 curl gdb binutils libjemalloc2 libtcmalloc-minimal4 libmimalloc2.0 \
     ca-certificates \
     systemd \
@@ -47,3 +51,9 @@ fi
 # a stripped static busybox, unshare (util-linux).
 apt-get install -y -qq --no-install-recommends \
     openjdk-17-jdk-headless musl-tools busybox-static util-linux >/dev/null
+# The container test (tests/integration/test_container.py): podman with
+# runc (crun 1.8 refuses these VMs' hybrid cgroup hierarchy), netavark and
+# iptables for the pods' bridge network and published ports, catatonit for
+# kube play's pause image, debootstrap for the Debian 12 base image.
+apt-get install -y -qq --no-install-recommends -o DPkg::Lock::Timeout=600 \
+    podman runc netavark iptables catatonit debootstrap >/dev/null

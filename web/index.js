@@ -1,7 +1,8 @@
 // index.js - the start page: the processes heapprofd profiles, from
 // /debug/pprof/?format=json, refreshed every few seconds. The allocation
 // rate is the change in allocated bytes between two refreshes (the mean
-// since attach until the second one arrives).
+// since attach until the second one arrives). Each row has a sparkline
+// of its in-use bytes over the last ten minutes (chart.js; 60 points).
 'use strict';
 (function () {
   const REFRESH_MS = 5000;
@@ -33,6 +34,10 @@
     } },
     { title: 'command', name: true, cell: (t, td) => { td.textContent = t.comm; } },
     { title: 'in use', cell: (t, td) => { td.textContent = fmt.bytes(t.inuse_bytes); } },
+    { title: 'in use over time', cell: (t, td) => {
+      td.className = 'spark-cell';
+      td.appendChild(window.hpChart.sparkline(t.history_inuse_bytes || [], t.history_period_seconds));
+    } },
     { title: 'allocation rate', cell: (t, td) => {
       const r = allocationRate(t);
       td.textContent = fmt.bytes(r.rate) + '/s';

@@ -14,6 +14,7 @@
 
 #include "allocator_names.h"
 #include "debug_link.h"
+#include "elf_cache.h"
 #include "elf_file.h"
 #include "load_order.h"
 #include "probe_site.h"
@@ -46,11 +47,11 @@ static int open_object(pid_t pid, const struct loaded_object *lo, struct elf_fil
     if (lo->first_mapping) {
         first = proc_map_file_path(pid, lo->first_mapping->start, lo->first_mapping->end, path,
                                    sizeof(path));
-        if (first == 0 && (first = elf_file_open(path, ef)) == 0)
+        if (first == 0 && (first = elf_cache_open(path, ef)) == 0)
             return 0;
     }
     int n = snprintf(path, sizeof(path), "/proc/%d/root%s", (int)pid, lo->path);
-    int e = n < 0 || (size_t)n >= sizeof(path) ? -ENAMETOOLONG : elf_file_open(path, ef);
+    int e = n < 0 || (size_t)n >= sizeof(path) ? -ENAMETOOLONG : elf_cache_open(path, ef);
     if (e == 0)
         return 0;
     if (!lo->first_mapping)
@@ -336,7 +337,7 @@ int allocator_resolve(pid_t pid, const struct proc_maps *maps, struct allocator_
         e = -ENOENT;
     }
     for (size_t i = 0; i < lo.n; i++) {
-        elf_file_close(cands[i].ef);
+        elf_cache_put(cands[i].ef);
         elf_file_close(cands[i].debug);
     }
     free(cands);

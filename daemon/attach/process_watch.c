@@ -10,7 +10,9 @@
  * is attached FORK_GRACE_NS after its fork unless it execs first: a
  * fork+exec (a shell running a command) is a new program, which pays
  * nothing for its parent's probes once it has exec'd. The queue of
- * processes waiting so is in process_watch_pending.c.
+ * processes waiting so is in process_watch_pending.c; the attaches
+ * themselves run on ATTACH_WORKERS threads, the oldest first
+ * (process_watch_workers.c).
  */
 #include "process_watch.h"
 
@@ -93,7 +95,9 @@ static void on_fork(struct process_watch *w, const struct hp_proc_event *ev)
     enum sampler_kind sampler;
     int state = targets_fork_parent(w->targets, p.parent, &parent, &sampler, &p.owned, &p.owner);
     bool parent_known = state > 0;
-    if (state == 0) { /* its parent is being attached: it follows once that is done */
+    /* Its parent is being attached (or handed to a worker to be): it
+     * follows once that is done. */
+    if (state == 0 || watch_inflight(w, p.parent)) {
         p.wait_parent = true;
         watch_add_pending(w, &p);
         return;
@@ -240,7 +244,7 @@ static void *attacher_main(void *arg)
     while (!is_stopping(w)) {
         /* Short waits while a process waits for its linker; 100 ms bounds
          * how long a stop takes. */
-        int timeout_ms = w->npending ? PENDING_POLL_MS : 100;
+        int timeout_ms = w->npending || w->ninflight ? PENDING_POLL_MS : 100;
         if (w->events) {
             process_events_poll(w->events, timeout_ms, on_event, w);
         } else {
@@ -311,13 +315,16 @@ int process_watch_start(struct process_watch **out, struct targets *targets,
         scan_rules(w);
         if (events)
             process_events_report_all_execs(events, target_rules_any(rules));
-        e = -pthread_create(&w->attacher, NULL, attacher_main, w);
+        e = watch_workers_start(w);
+        if (e == 0 && (e = -pthread_create(&w->attacher, NULL, attacher_main, w)) != 0)
+            watch_workers_stop(w);
     }
     if (e == 0 && (e = -pthread_create(&w->reaper, NULL, reaper_main, w)) != 0) {
         pthread_mutex_lock(&w->lock);
         w->stopping = 1;
         pthread_mutex_unlock(&w->lock);
         pthread_join(w->attacher, NULL);
+        watch_workers_stop(w);
     }
     if (e) {
         target_rules_free(&w->rules);
@@ -338,6 +345,7 @@ void process_watch_stop(struct process_watch *w)
     pthread_cond_signal(&w->wake_reaper);
     pthread_mutex_unlock(&w->lock);
     pthread_join(w->attacher, NULL);
+    watch_workers_stop(w); /* after the attacher: it hands work out */
     pthread_join(w->reaper, NULL);
     /* The targets go after this, with the events that watch them. */
     w->targets->events = NULL;

@@ -31,12 +31,22 @@ struct process_watch;
 struct process_events;
 
 /* What the watch has seen and done (counters since start). */
+/* Why a process a rule matched at its exec was not attached. */
+enum exec_missed {
+    EXEC_MISSED_QUEUE_FULL, /* more new processes at once than the attacher queues */
+    EXEC_MISSED_EXITED,     /* it exited (or exec'd again) before its attach */
+    EXEC_MISSED_MAX_TARGETS, /* --max-targets processes were profiled already */
+    EXEC_MISSED_ERROR,      /* its attach failed (logged) */
+    EXEC_MISSED_REASONS,
+};
+
 struct process_watch_stats {
     uint64_t execs, forks, exits;   /* events received */
     uint64_t events_lost;           /* dropped by a full ring buffer */
     uint64_t watch_full;            /* processes the kernel could not watch */
     uint64_t exec_attached;         /* rule matches attached on their exec event */
     uint64_t exec_attach_delay_ns;  /* the sum of their delays from exec to attached */
+    uint64_t exec_missed[EXEC_MISSED_REASONS]; /* rule matches at exec not attached, by why */
     uint64_t scan_attached;         /* rule matches the 1 s scan attached (events missed them) */
     uint64_t forks_attached;        /* children of targets attached */
     uint64_t forks_unprofiled;      /* children of targets that could not be */

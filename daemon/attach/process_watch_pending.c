@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "clock.h"
 #include "process_events.h"
@@ -46,8 +47,23 @@ void watch_add_pending(struct process_watch *w, const struct pending *p)
             holders_merge(&w->pending[i].holders, &p->holders);
             return;
         }
-    if (w->npending < PENDING_MAX)
+    if (w->npending < PENDING_MAX) {
         w->pending[w->npending++] = *p;
+        w->pending_unsorted = true;
+    }
+    else if (!p->parent && !p->reattach)
+        watch_count(w, &w->stats.exec_missed[EXEC_MISSED_QUEUE_FULL], 1);
+}
+
+/* Counts a process a rule matched at its exec that was not attached. */
+static void count_exec_missed(struct process_watch *w, const struct pending *p, int e)
+{
+    if (p->parent || p->reattach || !holders_holds(&p->holders, HOLD_RULE, 0))
+        return;
+    enum exec_missed why = e == -ESRCH    ? EXEC_MISSED_EXITED
+                           : e == -ENOSPC ? EXEC_MISSED_MAX_TARGETS
+                                          : EXEC_MISSED_ERROR;
+    watch_count(w, &w->stats.exec_missed[why], 1);
 }
 
 /* What became of a pending attach: counted, and said where it failed. */
@@ -57,6 +73,8 @@ static void finish_pending(struct process_watch *w, const struct pending *p, int
     uint64_t delay = monotonic_ns() - p->event_ns;
     if (e == 0)
         watch_existing_children(w, p->pid);
+    else
+        count_exec_missed(w, p, e);
     if (e == 0 && p->parent) {
         watch_count(w, &w->stats.forks_attached, 1);
     } else if (e == 0 && p->reattach) {
@@ -96,9 +114,6 @@ static void finish_pending(struct process_watch *w, const struct pending *p, int
         process_events_unwatch(w->events, p->pid);
 }
 
-/* Attaches the pending processes whose time has come: an exec'd one once
- * its libraries are loaded (or EXEC_SETTLE_MAX_NS passed), a child after
- * its grace. */
 /* How often a child forked during its parent's attach looks again, and for
  * how long at most (an attach that never ends is bounded well below). */
 #define PENDING_PARENT_POLL_NS 2000000ULL
@@ -126,8 +141,45 @@ static bool parent_settled(struct process_watch *w, struct pending *p, uint64_t 
     return holders_held(&p->holders, now);
 }
 
+/* Takes the finished attaches back: one whose dynamic linker was still
+ * loading waits again, the others are done with. */
+static void take_results(struct process_watch *w)
+{
+    struct attach_result r[16];
+    size_t n;
+    while ((n = watch_take_results(w, r, sizeof(r) / sizeof(r[0]))) > 0) {
+        for (size_t k = 0; k < n; k++) {
+            struct pending *in = watch_inflight(w, r[k].pid);
+            if (!in)
+                continue;
+            struct pending p = *in;
+            *in = w->inflight[--w->ninflight];
+            if (r[k].e == -EAGAIN && r[k].settle) {
+                uint64_t now = monotonic_ns();
+                p.not_before_ns = now + (now - p.event_ns >= PENDING_FAST_NS
+                                             ? PENDING_SLOW_POLL_NS : 0);
+                watch_add_pending(w, &p);
+                continue;
+            }
+            finish_pending(w, &p, r[k].e, r[k].err);
+        }
+    }
+}
+
+/* Orders pending processes oldest first: under a burst, the first to ask
+ * is the first attached. */
+static int older_first(const void *a, const void *b)
+{
+    const struct pending *x = a, *y = b;
+    return x->event_ns < y->event_ns ? -1 : x->event_ns > y->event_ns;
+}
+
 void watch_attach_pending(struct process_watch *w)
 {
+    take_results(w);
+    if (w->pending_unsorted)
+        qsort(w->pending, w->npending, sizeof(w->pending[0]), older_first);
+    w->pending_unsorted = false;
     for (size_t i = 0; i < w->npending;) {
         struct pending *p = &w->pending[i];
         uint64_t now = monotonic_ns();
@@ -143,27 +195,14 @@ void watch_attach_pending(struct process_watch *w)
             }
             if (w->events) /* its parent was not attached: nor is it */
                 process_events_unwatch(w->events, p->pid);
-            w->pending[i] = w->pending[--w->npending];
+            memmove(p, p + 1, (--w->npending - i) * sizeof(*p));
             continue;
         }
-        char err[512] = "";
-        bool settle = now - p->event_ns < EXEC_SETTLE_MAX_NS;
-        enum sampler_kind sampler = (enum sampler_kind)p->sampler;
-        struct hold_request how = {.event_ns = p->event_ns, .just_exec_d = settle,
-                                   .reattach = p->reattach,
-                                   .sampler = p->sampler >= 0 ? &sampler : NULL,
-                                   .owner = p->owned ? &p->owner : NULL};
-        int e = holders_held(&p->holders, now)
-                    ? targets_hold_set(w->targets, p->pid, &p->holders, &how, err, sizeof(err))
-                    : -ESRCH; /* its holds ended while it waited */
-        if (e == -EAGAIN && settle) {
-            if (now - p->event_ns >= PENDING_FAST_NS)
-                p->not_before_ns = now + PENDING_SLOW_POLL_NS;
-            i++;
+        if (!watch_dispatch(w, p)) {
+            i++; /* no worker: tried again at the next turn */
             continue;
         }
-        finish_pending(w, p, e, err);
-        w->pending[i] = w->pending[--w->npending];
+        memmove(p, p + 1, (--w->npending - i) * sizeof(*p)); /* keeps the order */
     }
 }
 
@@ -173,5 +212,5 @@ bool watch_is_pending(struct process_watch *w, pid_t pid)
     for (size_t i = 0; i < w->npending; i++)
         if (w->pending[i].pid == pid)
             return true;
-    return false;
+    return watch_inflight(w, pid) != NULL;
 }

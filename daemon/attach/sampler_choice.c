@@ -14,6 +14,7 @@
 #include "free_ring.h"
 #include "proc_info.h"
 #include "report_opt.h"
+#include "sampler_image.h"
 #include "uprobe_link.h"
 
 const char *sampler_name(enum sampler_kind k)
@@ -69,52 +70,100 @@ static int same_process(void *arg, pid_t pid, char *err, size_t errlen)
     return 0;
 }
 
-/* Attaches the report probes before any slot points at the sampler, so
- * that no sample is lost. They go on our own descriptor of the sealed
- * memfd (s->text_path), never on a path the process could redirect. */
-static int attach_reports(void *arg, const struct inject_state *s, char *err, size_t errlen)
+/* Attaches the report probes to the sampler file at `path` for process
+ * `pid` (-1: every process that maps it). */
+static int attach_report_links(struct bpf_state *bpf, const char *path, uint64_t report_free,
+                               uint64_t report_alloc, uint64_t report_alloc_opt, pid_t pid,
+                               struct report_links *out, char *err, size_t errlen)
 {
-    struct ready_ctx *c = arg;
     /* The free probe first: in a forked child the wrappers already call
      * both, and an allocation recorded before the free probe is in would
      * have its free missed (a false in-use). */
-    uint64_t offsets[3] = {s->report_free, s->report_alloc, s->report_alloc_opt};
+    uint64_t offsets[3] = {report_free, report_alloc, report_alloc_opt};
     uint64_t cookies[3] = {HP_REPORT_FREE, HP_REPORT_ALLOC, HP_REPORT_ALLOC};
-    if (c->bpf->layout == LAYOUT_CLASSIC) {
+    if (bpf->layout == LAYOUT_CLASSIC) {
         for (int i = 0; i < 3; i++) {
             LIBBPF_OPTS(bpf_uprobe_opts, opts, .bpf_cookie = cookies[i]);
-            c->it->links[i] = bpf_program__attach_uprobe_opts(
-                bpf_state_report_program(c->bpf), s->pid, s->text_path, (size_t)offsets[i], &opts);
-            if (!c->it->links[i]) {
+            out->links[i] = bpf_program__attach_uprobe_opts(bpf_state_report_program(bpf), pid,
+                                                            path, (size_t)offsets[i], &opts);
+            if (!out->links[i]) {
                 int e = errno ? errno : EINVAL;
-                snprintf(err, errlen, "attach the report probe to %s for pid %d: %s",
-                         s->text_path, (int)s->pid, strerror(e));
+                snprintf(err, errlen, "attach the report probe to %s: %s", path, strerror(e));
                 return -e;
             }
         }
         return 0;
     }
-    int fd = uprobe_link_create(bpf_state_report_fd(c->bpf), HP_BPF_TRACE_UPROBE_MULTI,
-                                s->text_path, offsets, cookies, 3, 0, s->pid);
+    int fd = uprobe_link_create(bpf_state_report_fd(bpf), HP_BPF_TRACE_UPROBE_MULTI, path,
+                                offsets, cookies, 3, 0, pid < 0 ? 0 : pid);
     if (fd < 0) {
-        snprintf(err, errlen, "attach the report probes to %s for pid %d: %s", s->text_path,
-                 (int)s->pid, strerror(-fd));
+        snprintf(err, errlen, "attach the report probes to %s: %s", path, strerror(-fd));
         return fd;
     }
-    c->it->link_fd = fd;
+    out->link_fd = fd;
     return 0;
 }
 
-static void release_links(struct inprocess_target *it)
+static void release_links(struct report_links *l)
 {
     for (int i = 0; i < 3; i++) {
-        if (it->links[i])
-            bpf_link__destroy(it->links[i]);
-        it->links[i] = NULL;
+        if (l->links[i])
+            bpf_link__destroy(l->links[i]);
+        l->links[i] = NULL;
     }
-    if (it->link_fd >= 0)
-        close(it->link_fd);
-    it->link_fd = -1;
+    if (l->link_fd >= 0)
+        close(l->link_fd);
+    l->link_fd = -1;
+}
+
+/* Makes the process's reports count before any slot points at the
+ * sampler, so that no sample is lost: its own probes first if its sampler
+ * is not the shared file (on our own descriptor of it, s->text_path, never
+ * on a path the process could redirect), then its entry in `reporting`. */
+static int attach_reports(void *arg, const struct inject_state *s, char *err, size_t errlen)
+{
+    struct ready_ctx *c = arg;
+    int e = s->shared ? 0
+                      : attach_report_links(c->bpf, s->text_path, s->report_free,
+                                            s->report_alloc, s->report_alloc_opt, s->pid,
+                                            &c->it->own, err, errlen);
+    if (e == 0 && (e = bpf_state_set_reporting(c->bpf, (uint32_t)s->pid, true)) != 0)
+        snprintf(err, errlen, "count the reports of pid %d: %s", (int)s->pid, strerror(-e));
+    return e;
+}
+
+int inprocess_shared_open(struct bpf_state *bpf, const char *dir, struct inprocess_shared *out,
+                          char *err, size_t errlen)
+{
+    memset(out, 0, sizeof(*out));
+    out->file.fd = -1;
+    out->links.link_fd = -1;
+    uint64_t report_free, report_alloc, report_alloc_opt;
+    const struct sampler_image *img = sampler_image_get(err, errlen);
+    if (!img)
+        return -ENOEXEC;
+    if (sampler_image_file_offset(img, sampler_image_symbol(img, HP_REPORT_ALLOC_SYM),
+                                  &report_alloc) != 0 ||
+        sampler_image_file_offset(img, sampler_image_symbol(img, HP_REPORT_FREE_SYM),
+                                  &report_free) != 0 ||
+        sampler_image_file_offset(img, sampler_image_symbol(img, HP_REPORT_ALLOC_OPT_SYM),
+                                  &report_alloc_opt) != 0) {
+        snprintf(err, errlen, "the sampler has no report functions");
+        return -ENOENT;
+    }
+    int e = sampler_file_publish(dir, img, &out->file, err, errlen);
+    if (e == 0)
+        e = attach_report_links(bpf, out->file.fd_path, report_free, report_alloc,
+                                report_alloc_opt, -1, &out->links, err, errlen);
+    if (e)
+        inprocess_shared_close(out);
+    return e;
+}
+
+void inprocess_shared_close(struct inprocess_shared *sh)
+{
+    release_links(&sh->links);
+    sampler_file_close(&sh->file);
 }
 
 int inprocess_plan(const struct allocator_plan *plan, struct inject_plan *out, char *err,
@@ -152,25 +201,30 @@ int inprocess_plan(const struct allocator_plan *plan, struct inject_plan *out, c
 }
 
 int inprocess_attach(struct bpf_state *bpf, pid_t pid, const struct process_identity *who,
-                     const struct allocator_plan *plan, struct inprocess_target *it, char *err,
-                     size_t errlen)
+                     const struct allocator_plan *plan, const struct inprocess_shared *shared,
+                     bool fork_child, struct inprocess_target *it, char *err, size_t errlen)
 {
     struct inject_plan ip;
     memset(it, 0, sizeof(*it));
-    it->link_fd = -1;
+    it->own.link_fd = -1;
     it->inj.memfd = -1;
+    it->bpf = bpf;
     int e = inprocess_plan(plan, &ip, err, errlen);
     if (e)
         return e;
+    ip.shared = shared && shared->file.fd >= 0 ? &shared->file : NULL;
+    ip.fork_child = fork_child;
     ip.free_ring = free_ring_wanted(bpf_state_drain_fd(bpf));
     struct ready_ctx c = {.bpf = bpf, .it = it, .who = who};
     e = inject_attach(pid, who->start_time, &ip, bpf->sample_interval, same_process,
                       attach_reports, &c, &it->inj, err, errlen);
-    if (e)
-        release_links(it);
-    else if (report_opt_enable(pid, it->inj.base, it->inj.status.wipeonfork) < 0)
+    if (e) {
+        bpf_state_set_reporting(bpf, (uint32_t)pid, false);
+        release_links(&it->own);
+    } else if (report_opt_enable(pid, it->inj.base, it->inj.status.wipeonfork) < 0) {
         fprintf(stderr, "heapprofd: pid %d: the optimized report function could not be "
                 "enabled; the plain one is used\n", (int)pid);
+    }
     return e;
 }
 
@@ -180,7 +234,8 @@ uint64_t inprocess_detach(struct inprocess_target *it)
     /* Entries first: once restored, no call reaches the report functions. */
     if (inject_detach(&it->inj, err, sizeof(err)) != 0)
         fprintf(stderr, "heapprofd: %s\n", err);
-    release_links(it);
+    bpf_state_set_reporting(it->bpf, (uint32_t)it->inj.pid, false);
+    release_links(&it->own);
     inject_state_close(&it->inj);
     return it->inj.stopped_ns;
 }

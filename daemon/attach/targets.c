@@ -117,14 +117,16 @@ static void take_plan(struct target *tg, const struct allocator_plan *plan, stru
 /* Puts the in-process sampler into `tg`; on failure says why (the log, the
  * index and /metrics) and returns non-zero: the caller attaches uprobes.
  * Called without the lock, like attach(). */
-static int try_inprocess(struct targets *t, struct target *tg, const struct allocator_plan *plan)
+static int try_inprocess(struct targets *t, struct target *tg, const struct allocator_plan *plan,
+                         const struct hold_request *how)
 {
     struct process_identity who = {.start_time = tg->start_time, .exe_dev = tg->exe_dev,
                                    .exe_ino = tg->exe_ino, .owned = tg->owned,
                                    .owner = tg->owner};
     tg->inproc = calloc(1, sizeof(*tg->inproc));
-    int e = tg->inproc ? inprocess_attach(t->bpf, tg->pid, &who, plan, tg->inproc,
-                                          tg->sampler_note, sizeof(tg->sampler_note))
+    int e = tg->inproc ? inprocess_attach(t->bpf, tg->pid, &who, plan, t->shared,
+                                          how->fork_child, tg->inproc, tg->sampler_note,
+                                          sizeof(tg->sampler_note))
                        : -ENOMEM;
     if (e == 0)
         return 0;
@@ -194,7 +196,7 @@ static int attach(struct targets *t, size_t slot, struct target *tg, const struc
         e = bpf_state_zero_hits(t->bpf, (uint32_t)slot);
     if (e)
         snprintf(err, errlen, "set the code ranges of pid %d: %s", (int)pid, strerror(-e));
-    else if (tg->wanted == SAMPLER_INPROCESS && try_inprocess(t, tg, &plan) == 0)
+    else if (tg->wanted == SAMPLER_INPROCESS && try_inprocess(t, tg, &plan, how) == 0)
         ; /* the report probes are attached */
     else
         e = probe_links_attach(t->bpf, pid, slot, &plan, &tg->probes, err, errlen);

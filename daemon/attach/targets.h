@@ -106,6 +106,10 @@ struct targets {
     pthread_t lock_owner;
     struct bpf_state *bpf;
     struct unwind_manager *unwind; /* NULL: frame pointers only */
+    /* The sampler file every in-process target maps, with its probes; NULL
+     * or without a file: a memfd and probes per process. Set before the
+     * first attach, read-only after. */
+    const struct inprocess_shared *shared;
     struct process_events *events;    /* NULL: no exit and fork events (their watch list) */
     struct target *slot[HP_MAX_TARGETS]; /* under lock */
     struct targets_settings settings;    /* under lock */
@@ -143,6 +147,7 @@ struct hold_request {
     bool just_exec_d;  /* it has just exec'd: -EAGAIN until its dynamic linker has loaded
                         * every library, so the allocator found is the one it binds to */
     bool reattach;     /* a target that exec'd: counted in reattached_total */
+    bool fork_child;   /* forked by a target: it runs its parent's sampler already */
     /* The sampler a target rule asks for (NULL: the default, t->sampler);
      * a process already profiled keeps the sampler it has, and one that
      * exec'd the one it asked for. */

@@ -137,9 +137,28 @@ static int take_counts(int fd, const void *key, void *ctx)
     return push_counts(cv, sc);
 }
 
+/*
+ * Whether process `tgid` may have count rows or live entries. Every one is
+ * counted in its share record (made before the first, and counted again
+ * from pinned maps at load): a process without one has none, and the walks
+ * of maps sized for all processes, which visit every bucket, are spared.
+ * Most short-lived processes never have a sample.
+ */
+static bool may_have_entries(struct bpf_state *b, uint32_t tgid)
+{
+    struct hp_share share;
+    return bpf_map_lookup_elem(bpf_map__fd(b->skel->maps.shares), &tgid, &share) == 0 &&
+           (share.rows != 0 || share.live != 0);
+}
+
 int bpf_state_read_counts(struct bpf_state *b, uint32_t tgid, struct stack_counts **out, size_t *n)
 {
     struct counts_vec cv = {.tgid = tgid};
+    if (!may_have_entries(b, tgid)) {
+        *out = NULL;
+        *n = 0;
+        return 0;
+    }
     int e = map_walk_keys(bpf_map__fd(b->skel->maps.counts), sizeof(struct hp_count_key),
                           take_counts, &cv);
     if (e) {
@@ -378,13 +397,24 @@ static int delete_process_keys(int fd, size_t key_size, uint32_t tgid, bool tgid
     return e;
 }
 
+int bpf_state_set_reporting(struct bpf_state *b, uint32_t tgid, bool on)
+{
+    int fd = bpf_map__fd(b->skel->maps.reporting);
+    uint32_t one = 1;
+    int e = on ? bpf_map_update_elem(fd, &tgid, &one, BPF_ANY) : bpf_map_delete_elem(fd, &tgid);
+    return e == 0 || (!on && errno == ENOENT) ? 0 : -errno;
+}
+
 int bpf_state_forget_process(struct bpf_state *b, uint32_t tgid)
 {
     size_t live = 0, rows = 0, pending = 0;
-    int e = delete_process_keys(bpf_map__fd(b->skel->maps.live), sizeof(struct hp_live_key),
+    int e = 0, e2 = 0;
+    if (may_have_entries(b, tgid)) {
+        e = delete_process_keys(bpf_map__fd(b->skel->maps.live), sizeof(struct hp_live_key),
                                 tgid, false, &live);
-    int e2 = delete_process_keys(bpf_map__fd(b->skel->maps.counts), sizeof(struct hp_count_key),
+        e2 = delete_process_keys(bpf_map__fd(b->skel->maps.counts), sizeof(struct hp_count_key),
                                  tgid, false, &rows);
+    }
     int e3 = delete_process_keys(bpf_map__fd(b->skel->maps.pending),
                                  sizeof(struct hp_pending_key), tgid, true, &pending);
     bpf_map_delete_elem(bpf_map__fd(b->skel->maps.shares), &tgid);
@@ -421,6 +451,7 @@ const char *bpf_state_stat_name(enum hp_stat s)
         [HP_STAT_SHARE_STACKS] = "samples_dropped_process_stack_share",
         [HP_STAT_SHARE_LIVE] = "allocations_untracked_process_live_share",
         [HP_STAT_FREES_UNSEEN] = "frees_unseen",
+        [HP_STAT_REPORTS_DROPPED] = "reports_dropped_unattached",
         [HP_STAT_FREES_RING] = "frees_through_ring",
         [HP_STAT_FREES_RING_LATER] = "frees_through_ring_of_an_earlier_life",
         [HP_STAT_FREE_RING_FULL] = "frees_trapped_ring_full",

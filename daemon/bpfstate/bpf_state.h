@@ -145,6 +145,10 @@ int bpf_percpu_sum(int fd, uint32_t key, uint64_t *sum);
 int bpf_state_read_hits(struct bpf_state *b, uint32_t slot, uint64_t *hits);
 int bpf_state_zero_hits(struct bpf_state *b, uint32_t slot);
 
+/* Whether the in-process sampler's reports of process `tgid` count (the
+ * `reporting` map); 0 or -errno. */
+int bpf_state_set_reporting(struct bpf_state *b, uint32_t tgid, bool on);
+
 /* The per-CPU statistics summed, indexed by enum hp_stat. */
 int bpf_state_read_stats(struct bpf_state *b, uint64_t out[HP_STAT_COUNT]);
 

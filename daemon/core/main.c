@@ -18,6 +18,7 @@
 #include "bpf_state.h"
 #include "daemon_ctx.h"
 #include "free_drain.h"
+#include "debuginfod_fetch.h"
 #include "http_server.h"
 #include "options.h"
 #include "probe_cost.h"
@@ -85,11 +86,16 @@ static void reload(int argc, char **argv, struct options *opts, struct daemon_ct
     if (fresh.sample_interval != opts->sample_interval || fresh.listen_port != opts->listen_port ||
         strcmp(fresh.listen_host, opts->listen_host) != 0 ||
         strcmp(fresh.pin_dir, opts->pin_dir) != 0 || fresh.layout != opts->layout ||
+        strcmp(fresh.sampler_dir, opts->sampler_dir) != 0 ||
         memcmp(&fresh.trust, &opts->trust, sizeof(fresh.trust)) != 0 ||
         fresh.open_loopback != opts->open_loopback || fresh.allow_remote != opts->allow_remote ||
         strcmp(fresh.unix_path, opts->unix_path) != 0 ||
         strcmp(fresh.token_file, opts->token_file) != 0 ||
         fresh.unwind_fp_only != opts->unwind_fp_only ||
+        fresh.history_interval_ns != opts->history_interval_ns ||
+        strcmp(fresh.debuginfod_urls, opts->debuginfod_urls) != 0 ||
+        strcmp(fresh.debuginfod_cache, opts->debuginfod_cache) != 0 ||
+        fresh.debuginfod_timeout_ns != opts->debuginfod_timeout_ns ||
         memcmp(&fresh.map_sizes, &opts->map_sizes, sizeof(fresh.map_sizes)) != 0) {
         char names[512];
         options_restart_only(names, sizeof(names));
@@ -148,10 +154,28 @@ static void *calibrate(void *arg)
     return NULL;
 }
 
+/* The sampler file every in-process target maps, with its report probes
+ * for all: attaches then register no probe of their own. */
+static void open_shared_sampler(const struct options *opts, struct bpf_state *bpf,
+                                struct inprocess_shared *shared)
+{
+    char err[512];
+    shared->file.fd = -1;
+    shared->links.link_fd = -1;
+    if (!opts->sampler_dir[0])
+        return;
+    if (inprocess_shared_open(bpf, opts->sampler_dir, shared, err, sizeof(err)) == 0)
+        fprintf(stderr, "heapprofd: in-process targets map %s\n", shared->file.path);
+    else
+        fprintf(stderr, "heapprofd: %s; each in-process target gets a memfd and probes of its "
+                "own (slower to attach)\n", err);
+}
+
 /* The targets and the watch on process lifetimes: the event source, the
  * processes of a previous daemon, the --pid ones, the rules' matches. */
 static void start_targets(const struct options *opts, struct daemon_ctx *ctx,
-                          struct targets *targets, struct calibration *cal)
+                          struct targets *targets, const struct inprocess_shared *shared,
+                          struct calibration *cal)
 {
     char err[512];
     struct process_events *events = NULL;
@@ -159,7 +183,8 @@ static void start_targets(const struct options *opts, struct daemon_ctx *ctx,
     /* Whether the in-process sampler's optimized report function may be
      * used: found before the first attach, which asks (~30 ms). */
     struct report_opt_kernel ro;
-    report_opt_probe(ctx->bpf->layout == LAYOUT_CLASSIC ? -1 : bpf_state_report_fd(ctx->bpf), &ro);
+    report_opt_probe(ctx->bpf, &ro);
+    targets->shared = shared;
     targets->settings.max_per_owner = opts->max_targets_per_uid;
     targets->settings.sampler = opts->sampler;
     targets->settings.idle_ns = opts->idle_detach_ns;
@@ -194,7 +219,8 @@ static void start_targets(const struct options *opts, struct daemon_ctx *ctx,
  * get 503. */
 static int start_profiling(const struct options *opts, struct daemon_ctx *ctx,
                            struct bpf_state *bpf, struct targets *targets,
-                           struct unwind_manager *unwind, struct calibration *cal)
+                           struct unwind_manager *unwind, struct inprocess_shared *shared,
+                           struct calibration *cal)
 {
     int e = bpf_state_load(bpf, opts->sample_interval, opts->layout, opts->pin_dir,
                            &opts->map_sizes, ctx->bpf_error, sizeof(ctx->bpf_error));
@@ -217,7 +243,8 @@ static int start_profiling(const struct options *opts, struct daemon_ctx *ctx,
     ctx->bpf = bpf;
     if (!opts->unwind_fp_only && unwind_manager_init(unwind, bpf) == 0)
         ctx->unwind = unwind;
-    start_targets(opts, ctx, targets, cal);
+    open_shared_sampler(opts, bpf, shared);
+    start_targets(opts, ctx, targets, shared, cal);
     return 0;
 }
 
@@ -233,6 +260,28 @@ static void serve_until_stopped(int argc, char **argv, struct options *opts,
             reload(argc, argv, opts, ctx);
     }
     fprintf(stderr, "heapprofd: stopping\n");
+}
+
+/* The fetcher of debug files from debuginfod, if servers are named (by
+ * debuginfod-urls, else by the environment's DEBUGINFOD_URLS), or NULL. It
+ * sets libdebuginfod's environment, so it starts before any other thread. */
+static struct debuginfod_fetch *start_debuginfod(const struct options *o)
+{
+    char urls[sizeof(o->debuginfod_urls)];
+    const char *env = getenv("DEBUGINFOD_URLS");
+    snprintf(urls, sizeof(urls), "%s", o->debuginfod_urls[0] ? o->debuginfod_urls : env ? env : "");
+    if (!urls[0] || strcmp(urls, "none") == 0)
+        return NULL;
+    char err[512];
+    struct debuginfod_fetch *f;
+    if (debuginfod_fetch_start(urls, o->debuginfod_cache, o->debuginfod_timeout_ns, &f, err,
+                               sizeof(err)) != 0) {
+        fprintf(stderr, "heapprofd: %s; debug files are not fetched\n", err);
+        return NULL;
+    }
+    fprintf(stderr, "heapprofd: debug files missing here are fetched from debuginfod (%s) into %s\n",
+            urls, o->debuginfod_cache);
+    return f;
 }
 
 /* Says at start who may profile what over TCP, the escape hatch loudest. */
@@ -288,12 +337,25 @@ int main(int argc, char **argv)
     struct unwind_manager unwind;
     struct symbol_cache cache;
     struct exited_profiles exited;
-    struct daemon_ctx ctx = {.cache = &cache, .exited = &exited};
+    struct history history;
+    struct snapshots snapshots;
+    struct daemon_ctx ctx = {.cache = &cache, .exited = &exited, .snapshots = &snapshots};
     symbol_cache_init(&cache);
+    struct debuginfod_fetch *fetch = start_debuginfod(&opts);
+    symbol_cache_set_fetch(&cache, fetch);
     exited_profiles_init(&exited);
+    snapshots_init(&snapshots);
     struct http_server *server = NULL;
     struct calibration cal = {.started = 0};
-    int rc = start_profiling(&opts, &ctx, &bpf, &targets, &unwind, &cal) ? 1 : 0;
+    struct inprocess_shared shared = {.file.fd = -1, .links.link_fd = -1};
+    int rc = start_profiling(&opts, &ctx, &bpf, &targets, &unwind, &shared, &cal) ? 1 : 0;
+    /* Memory over time: a point of every target each --history-interval. */
+    if (rc == 0 && opts.history_interval_ns &&
+        history_init(&history, &ctx, opts.history_interval_ns) == 0) {
+        ctx.history = &history;
+        if (history_start(&history) != 0)
+            fprintf(stderr, "heapprofd: no memory history: no thread to take it\n");
+    }
 
     struct http_listen how = {
         .host = opts.listen_host,
@@ -321,17 +383,22 @@ int main(int argc, char **argv)
     http_server_stop(server);
     process_watch_stop(ctx.watch);
     free_drain_stop(ctx.free_drain);
+    if (ctx.history)
+        history_destroy(ctx.history); /* its thread reads the targets */
     if (cal.started)
         pthread_join(cal.thread, NULL); /* its links use the BPF object */
     /* Probes go; with pinned maps the counts stay for the next daemon. */
     if (ctx.targets)
         targets_destroy(ctx.targets, opts.pin_dir[0] != '\0');
+    inprocess_shared_close(&shared);
     if (ctx.unwind)
         unwind_manager_destroy(ctx.unwind);
     if (ctx.bpf)
         bpf_state_close(ctx.bpf);
     symbol_cache_destroy(&cache);
+    debuginfod_fetch_stop(fetch);
     exited_profiles_destroy(&exited);
+    snapshots_destroy(&snapshots);
     options_free(&opts);
     return rc;
 }

@@ -39,8 +39,21 @@
 /* Default share of max-targets one untrusted caller may hold: 1/8 (32 of
  * 256), so that at least eight users fill the table, not one. */
 #define OPTIONS_DEFAULT_PER_UID_SHARE 8
+/* Default --history-interval: a point of memory over time per process
+ * every 10 s; 360 are kept (history.h), so an hour. */
+#define OPTIONS_DEFAULT_HISTORY_INTERVAL "10s"
+/* The longest --history-interval: an hour (a history of 15 days). */
+#define OPTIONS_MAX_HISTORY_INTERVAL_NS (3600 * 1000000000ull)
 /* Default pin directory of the BPF maps (see docs/operations.md). */
 #define OPTIONS_DEFAULT_PIN_DIR "/sys/fs/bpf/heapprofd"
+#define OPTIONS_DEFAULT_SAMPLER_DIR "/run/heapprofd"
+
+/* Default directory of debug files fetched from debuginfod: under the
+ * unit's CacheDirectory=heapprofd, which its sandbox leaves writable. */
+#define OPTIONS_DEFAULT_DEBUGINFOD_CACHE "/var/cache/heapprofd/debuginfod"
+/* The longest debuginfod-timeout: a debug file of a large program (a
+ * browser's, gigabytes) on a slow link; past that, fix the link. */
+#define OPTIONS_MAX_DEBUGINFOD_TIMEOUT_NS (3600 * 1000000000ull)
 
 /* What the user asked for. */
 struct options {
@@ -53,7 +66,9 @@ struct options {
     size_t max_targets;        /* processes profiled at once */
     size_t max_targets_per_uid; /* of which attached for one untrusted uid */
     uint64_t idle_detach_ns;   /* a request holds a process this long (0: for ever) */
+    uint64_t history_interval_ns; /* between two points of memory over time (0: none kept) */
     char pin_dir[256];         /* "" : maps are not pinned */
+    char sampler_dir[200];     /* where the shared sampler file is ("": a memfd per target) */
     char config_path[256];     /* "" : no config file */
     char unix_path[108];       /* "" : no unix socket listener */
     char token_file[256];      /* "" : no bearer token required */
@@ -64,6 +79,9 @@ struct options {
     enum probe_layout layout;  /* LAYOUT_AUTO unless --probe-layout says */
     enum sampler_kind sampler; /* --sampler: uprobe (default) or inprocess */
     struct bpf_map_sizes map_sizes; /* --max-stacks etc.; 0: hp_limits.h's */
+    char debuginfod_urls[1024];     /* "": the environment's DEBUGINFOD_URLS; "none": off */
+    char debuginfod_cache[256];     /* where fetched debug files are kept */
+    uint64_t debuginfod_timeout_ns; /* the bound on one fetch */
     int show_help;
 };
 

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "debuginfod_fetch.h"
 #include "sampling_math.h"
 #include "strutil.h"
 
@@ -47,11 +48,11 @@ static int set_number(struct options *o, const struct option_def *d, const char 
     return 0;
 }
 
-/* A duration of at most `max` nanoseconds into a uint64_t member. */
+/* A duration of `min` to `max` nanoseconds into a uint64_t member. */
 static int set_duration(struct options *o, const struct option_def *d, const char *v)
 {
     uint64_t ns;
-    if (parse_duration(v, d->max, &ns) != 0)
+    if (parse_duration(v, d->max, &ns) != 0 || ns < d->min)
         return -EINVAL;
     memcpy(member(o, d), &ns, sizeof(ns));
     return 0;
@@ -236,6 +237,13 @@ const struct option_def option_table[] = {
              "(default {default}, at most {max}; 0: never)",
      .wants = "a duration such as 90s, 10m or 1h, at most {max}; 0 never detaches",
      .flags = OPT_DURATION},
+    {"history-interval", required_argument, "DURATION", set_duration,
+     .def = OPTIONS_DEFAULT_HISTORY_INTERVAL, .max = OPTIONS_MAX_HISTORY_INTERVAL_NS,
+     FIELD(history_interval_ns),
+     .help = "take a point of each process's memory over time this often, keeping "
+             "360 (default {default}: an hour; at most {max}; 0: keep none)",
+     .wants = "a duration such as 10s or 1m, at most {max}; 0 keeps no history",
+     .flags = OPT_DURATION | OPT_RESTART},
     {"pin-dir", required_argument, "DIR", set_path_or_none, .def = OPTIONS_DEFAULT_PIN_DIR,
      FIELD(pin_dir),
      .help = "where BPF maps are pinned to survive restarts (default {default}; 'none' to "
@@ -283,6 +291,12 @@ const struct option_def option_table[] = {
      .help = "{choices} (default {default}); inprocess samples inside the process, so that "
              "only sampled calls reach the kernel; per rule: --comm 'NAME sampler=inprocess'",
      .wants = "{choices}"},
+    {"sampler-dir", required_argument, "DIR", set_path_or_none, .def = OPTIONS_DEFAULT_SAMPLER_DIR,
+     FIELD(sampler_dir),
+     .help = "root's directory for the in-process sampler's file, which every target maps "
+             "(default {default}; 'none': a memfd per target, and probes registered per "
+             "process)",
+     .wants = "an absolute directory path, or none", .flags = OPT_RESTART},
     {"max-stacks", required_argument, "N", MAP_SIZE, FIELD(map_sizes.stacks),
      .help = "entries of the BPF map of stacks (default " STR(HP_MAX_STACKS) ")"},
     {"max-counts", required_argument, "N", MAP_SIZE, FIELD(map_sizes.counts),
@@ -292,6 +306,21 @@ const struct option_def option_table[] = {
     {"max-pending", required_argument, "N", MAP_SIZE, FIELD(map_sizes.pending),
      .help =
          "entries of the BPF map of allocator calls in flight (default " STR(HP_MAX_PENDING) ")"},
+    {"debuginfod-urls", required_argument, "URLS", set_path, FIELD(debuginfod_urls),
+     .help = "fetch missing debug files by build ID from these debuginfod servers "
+             "(space-separated; default: the environment's DEBUGINFOD_URLS; 'none': never)",
+     .wants = "space-separated server URLs, or none", .flags = OPT_RESTART},
+    {"debuginfod-cache", required_argument, "DIR", set_abs_path,
+     .def = OPTIONS_DEFAULT_DEBUGINFOD_CACHE, FIELD(debuginfod_cache),
+     .help = "where debug files fetched from debuginfod are kept (default {default})",
+     .wants = "an absolute directory path", .flags = OPT_RESTART},
+    {"debuginfod-timeout", required_argument, "DURATION", set_duration,
+     .def = DEBUGINFOD_FETCH_DEFAULT_TIMEOUT, .min = 1000000000,
+     .max = OPTIONS_MAX_DEBUGINFOD_TIMEOUT_NS, FIELD(debuginfod_timeout_ns),
+     .help = "the longest one debug file's fetch may take, off the request path (default "
+             "{default}, at most {max})",
+     .wants = "a duration such as 30s or 5m, from {min} to {max}",
+     .flags = OPT_DURATION | OPT_RESTART},
     {"help", no_argument, NULL, NULL, .help = "print the usage and exit", .flags = OPT_NOT_IN_FILE},
 };
 

@@ -22,10 +22,12 @@
 
 #include "access.h"
 #include "http_caller.h"
+#include "http_history.h"
 #include "index_html.h"
 #include "metrics.h"
 #include "net_addr.h"
 #include "pprof.h"
+#include "profile_diff.h"
 #include "profile_request.h"
 #include "query.h"
 #include "strbuf.h"
@@ -115,7 +117,12 @@ static unsigned status_of(int e)
     case -ENOEXEC: /* it exists, but has nothing we can probe (a stripped static binary) */
         return MHD_HTTP_UNPROCESSABLE_CONTENT;
     case -ESTALE: /* pid= with a selector it does not match: not the process meant */
+    case -EXDEV:  /* base= names a snapshot of another process */
         return MHD_HTTP_CONFLICT;
+    case -EBADMSG: /* an uploaded base that is not a profile */
+        return MHD_HTTP_BAD_REQUEST;
+    case -EFBIG: /* an uploaded base, or a snapshot, too large */
+        return MHD_HTTP_CONTENT_TOO_LARGE;
     case -ENOSPC:
     case -EDQUOT:
     case -EAGAIN:
@@ -143,15 +150,26 @@ static enum MHD_Result take_argument(void *cls, enum MHD_ValueKind kind, const c
     return MHD_YES;
 }
 
-/* GET /debug/pprof/heap and /debug/pprof/allocs. */
+/* GET /debug/pprof/heap and /debug/pprof/allocs; POST with a base
+ * profile as the body (`up`, else NULL) for its difference from it. */
 static enum MHD_Result serve_profile(struct daemon_ctx *ctx, struct MHD_Connection *conn,
-                                     const struct caller *who, int default_alloc)
+                                     const struct caller *who, int default_alloc,
+                                     const struct http_upload *up)
 {
     struct query_parse qp = {0};
     char err[1280];
     MHD_get_connection_values(conn, MHD_GET_ARGUMENT_KIND, take_argument, &qp);
     if (qp.failed)
         return respond_text(ctx, conn, MHD_HTTP_BAD_REQUEST, qp.err);
+    if (up && up->too_big) {
+        snprintf(err, sizeof(err), "the uploaded base is over %u MiB",
+                 PROFILE_DIFF_MAX_BASE_BYTES >> 20);
+        return respond_text(ctx, conn, MHD_HTTP_CONTENT_TOO_LARGE, err);
+    }
+    if (up) {
+        qp.q.base_upload = up->body.data ? up->body.data : (const uint8_t *)"";
+        qp.q.base_upload_len = up->body.len;
+    }
     if (profile_query_finish(&qp.q, err, sizeof(err)) != 0)
         return respond_text(ctx, conn, MHD_HTTP_BAD_REQUEST, err);
     struct profile_answer a;
@@ -176,6 +194,34 @@ static enum MHD_Result serve_index_json(struct daemon_ctx *ctx, struct MHD_Conne
         return respond_text(ctx, conn, MHD_HTTP_INTERNAL_SERVER_ERROR, err);
     }
     return respond(conn, MHD_HTTP_OK, b.data, b.len, "application/json", NULL);
+}
+
+/* GET /debug/pprof/history and POST /debug/pprof/snapshot (http_history.h). */
+static enum MHD_Result serve_history(struct daemon_ctx *ctx, struct MHD_Connection *conn,
+                                     const struct caller *who, int snapshot)
+{
+    struct strbuf b = {0};
+    const char *pid = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "pid");
+    unsigned status = snapshot ? http_snapshot_serve(ctx, who, pid, &b)
+                               : http_history_serve(ctx, who, pid, &b);
+    if (status >= 400) {
+        enum MHD_Result r = respond_text(ctx, conn, status, b.data ? b.data : "error");
+        strbuf_free(&b);
+        return r;
+    }
+    return respond(conn, status, b.data, b.len, "application/json", NULL);
+}
+
+/* Frees what a request collected (MHD's completion callback). */
+static void request_done(void *cls, struct MHD_Connection *conn, void **req_cls,
+                         enum MHD_RequestTerminationCode code)
+{
+    (void)cls;
+    (void)conn;
+    (void)code;
+    if (*req_cls && *req_cls != (void *)1)
+        http_upload_free(*req_cls);
+    *req_cls = NULL;
 }
 
 /* A file of the web page, from the binary. Scripts only from here: the page
@@ -234,21 +280,33 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
                               size_t *upload_data_size, void **req_cls)
 {
     (void)version;
-    (void)upload_data;
     struct listener *l = cls;
     struct daemon_ctx *ctx = l->ctx;
-    /* MHD calls twice per request: once for the headers, once to answer. */
+    int post = strcmp(method, "POST") == 0;
+    /* MHD calls once for the headers, then once per piece of a body, then
+     * once to answer. A POST's body is collected (a base profile). */
     if (*req_cls == NULL) {
-        *req_cls = (void *)1;
-        return MHD_YES;
+        *req_cls = post ? calloc(1, sizeof(struct http_upload)) : (void *)1;
+        return *req_cls ? MHD_YES : MHD_NO;
     }
     if (*upload_data_size) {
-        *upload_data_size = 0; /* bodies are ignored: every route is a GET */
+        if (post)
+            http_upload_add(*req_cls, upload_data, *upload_data_size);
+        *upload_data_size = 0;
         return MHD_YES;
     }
     atomic_fetch_add(&ctx->requests, 1);
-    if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0)
-        return respond_text(ctx, conn, MHD_HTTP_METHOD_NOT_ALLOWED, "only GET is served");
+    if (!post && strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0)
+        return respond_text(ctx, conn, MHD_HTTP_METHOD_NOT_ALLOWED, "only GET and POST are served");
+    int snapshot = strcmp(url, "/debug/pprof/snapshot") == 0;
+    if (post && !snapshot && strcmp(url, "/debug/pprof/heap") != 0 &&
+        strcmp(url, "/debug/pprof/allocs") != 0)
+        return respond_text(ctx, conn, MHD_HTTP_METHOD_NOT_ALLOWED,
+                            "POST is for /debug/pprof/heap and /allocs (a base profile as the "
+                            "body) and /debug/pprof/snapshot");
+    if (!post && snapshot)
+        return respond_text(ctx, conn, MHD_HTTP_METHOD_NOT_ALLOWED,
+                            "/debug/pprof/snapshot takes POST: it keeps a profile");
     if (strcmp(url, "/healthz") == 0)
         return respond_text(ctx, conn, MHD_HTTP_OK, "ok");
     const struct caller *who = &l->token_caller;
@@ -273,10 +331,13 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
                                 "bad format for the index: want json or html");
         return serve_index(ctx, conn, who);
     }
+    const struct http_upload *up = post ? *req_cls : NULL;
     if (strcmp(url, "/debug/pprof/heap") == 0)
-        return serve_profile(ctx, conn, who, 0);
+        return serve_profile(ctx, conn, who, 0, up);
     if (strcmp(url, "/debug/pprof/allocs") == 0)
-        return serve_profile(ctx, conn, who, 1);
+        return serve_profile(ctx, conn, who, 1, up);
+    if (snapshot || strcmp(url, "/debug/pprof/history") == 0)
+        return serve_history(ctx, conn, who, snapshot);
     const struct web_asset *asset = web_asset_find(url);
     if (asset)
         return serve_web_asset(conn, asset);
@@ -292,6 +353,7 @@ static int start_listener(struct listener *l, int fd)
     unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL_INTERNAL_THREAD;
     l->mhd = MHD_start_daemon(flags, 0, NULL, NULL, handle, l, MHD_OPTION_LISTEN_SOCKET, fd,
                               MHD_OPTION_NOTIFY_CONNECTION, http_caller_notify, NULL,
+                              MHD_OPTION_NOTIFY_COMPLETED, request_done, NULL,
                               MHD_OPTION_CONNECTION_LIMIT, (unsigned)HTTP_MAX_CONNECTIONS,
                               MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)HTTP_IDLE_TIMEOUT,
                               MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)HTTP_CONNECTION_MEMORY,

@@ -11,6 +11,7 @@
 
 #include "clock.h"
 #include "free_ring.h"
+#include "debuginfod_fetch.h"
 #include "hp_limits.h"
 #include "probe_cost.h"
 #include "report_opt.h"
@@ -226,6 +227,19 @@ static int write_watch_metrics(struct daemon_ctx *ctx, struct strbuf *out)
                           "heapprofd_exec_attach_seconds_sum %.6f\n"
                           "heapprofd_exec_attach_seconds_count %llu\n",
                           w.exec_attach_delay_ns / 1e9, (unsigned long long)w.exec_attached);
+    if (e == 0)
+        e = strbuf_printf(out,
+                          "# HELP heapprofd_exec_missed_total Processes a rule matched at their "
+                          "exec that were not attached, by reason.\n"
+                          "# TYPE heapprofd_exec_missed_total counter\n"
+                          "heapprofd_exec_missed_total{reason=\"queue_full\"} %llu\n"
+                          "heapprofd_exec_missed_total{reason=\"exited\"} %llu\n"
+                          "heapprofd_exec_missed_total{reason=\"max_targets\"} %llu\n"
+                          "heapprofd_exec_missed_total{reason=\"error\"} %llu\n",
+                          (unsigned long long)w.exec_missed[EXEC_MISSED_QUEUE_FULL],
+                          (unsigned long long)w.exec_missed[EXEC_MISSED_EXITED],
+                          (unsigned long long)w.exec_missed[EXEC_MISSED_MAX_TARGETS],
+                          (unsigned long long)w.exec_missed[EXEC_MISSED_ERROR]);
     return e;
 }
 
@@ -483,6 +497,32 @@ static int write_symbol_cache_metrics(struct daemon_ctx *ctx, struct strbuf *out
     return e;
 }
 
+/* Fetches of debug files from debuginfod, when servers are configured. */
+static int write_debuginfod_metrics(struct daemon_ctx *ctx, struct strbuf *out)
+{
+    struct debuginfod_fetch_stats st;
+    struct symbol_cache_stats sc;
+    debuginfod_fetch_stats(ctx->cache->fetch, &st);
+    symbol_cache_stats(ctx->cache, &sc);
+    int e = strbuf_printf(out, "# HELP heapprofd_debuginfod_fetches_total Debug files fetched "
+                               "from debuginfod by build ID, by how the fetch ended.\n"
+                               "# TYPE heapprofd_debuginfod_fetches_total counter\n");
+    for (int r = 0; r < DEBUGINFOD_NRESULTS && e == 0; r++)
+        e = strbuf_printf(out, "heapprofd_debuginfod_fetches_total{result=\"%s\"} %llu\n",
+                          debuginfod_result_name(r), (unsigned long long)st.fetches[r]);
+    if (e == 0)
+        e = emit_metric(out, "debuginfod_pending", "gauge",
+                        "Build IDs queued for debuginfod or in flight.", st.pending);
+    if (e == 0)
+        e = emit_metric(out, "debuginfod_refused_total", "counter",
+                        "Asks for a debug file not queued (queue full); asked again later.",
+                        st.refused);
+    if (e == 0)
+        e = emit_metric(out, "symbol_cache_reopened_total", "counter",
+                        "Files opened anew for a debug file debuginfod brought.", sc.reopened);
+    return e;
+}
+
 int metrics_write(struct daemon_ctx *ctx, const struct caller *who, struct strbuf *out)
 {
     int e =
@@ -501,5 +541,7 @@ int metrics_write(struct daemon_ctx *ctx, const struct caller *who, struct strbu
         e = write_watch_metrics(ctx, out);
     if (e == 0 && ctx->cache)
         e = write_symbol_cache_metrics(ctx, out);
+    if (e == 0 && ctx->cache && ctx->cache->fetch)
+        e = write_debuginfod_metrics(ctx, out);
     return e;
 }

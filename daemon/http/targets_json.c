@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "clock.h"
+#include "history.h"
 #include "hp_limits.h"
 #include "probe_cost.h"
 #include "visible_targets.h"
@@ -105,7 +106,7 @@ static int put_cost(struct strbuf *b, const struct target_info *t)
 
 /* One target's object. */
 static int put_target(struct strbuf *b, const struct target_info *t, const struct hp_counts *totals,
-                      uint64_t now, int first)
+                      struct history *history, uint64_t now, int first)
 {
     int64_t inuse = totals->inuse_bytes > 0 ? totals->inuse_bytes >> HP_BYTES_SHIFT : 0;
     uint64_t allocated = totals->alloc_bytes >> HP_BYTES_SHIFT;
@@ -130,6 +131,12 @@ static int put_target(struct strbuf *b, const struct target_info *t, const struc
         e = put_holders(b, &t->holders, now);
     if (e == 0)
         e = put_cost(b, t);
+    /* The index's sparkline: in-use bytes over the last minutes. */
+    if (e == 0 && history)
+        e = strbuf_printf(b, ", \"history_period_seconds\": %g, \"history_inuse_bytes\": ",
+                          history->period_ns / 1e9);
+    if (e == 0 && history)
+        e = history_write_spark(history, t->pid, b);
     return e ? e : strbuf_printf(b, "}");
 }
 
@@ -141,7 +148,7 @@ int targets_json_write(struct daemon_ctx *ctx, const struct caller *who, struct 
     if (e == 0)
         e = strbuf_printf(out, "{\"targets\": [");
     for (size_t i = 0; i < v.n && e == 0; i++)
-        e = put_target(out, &v.info[i], &v.totals[i], now, i == 0);
+        e = put_target(out, &v.info[i], &v.totals[i], ctx->history, now, i == 0);
     if (e == 0)
         e = strbuf_printf(out, "%s]}\n", v.n ? "\n" : "");
     visible_targets_free(&v);

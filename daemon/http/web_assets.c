@@ -30,6 +30,7 @@ EMBED(asset_index_html, "web/index.html");
 EMBED(asset_process_html, "web/process.html");
 EMBED(asset_css, "web/heapprofd.css");
 EMBED(asset_format_js, "web/format.js");
+EMBED(asset_chart_js, "web/chart.js");
 EMBED(asset_index_js, "web/index.js");
 EMBED(asset_process_js, "web/process.js");
 EMBED(asset_d3_js, "third_party/d3/d3.min.js");
@@ -46,6 +47,7 @@ static const struct web_asset ASSETS[] = {
     ASSET("/process", HTML, asset_process_html),
     ASSET("/static/heapprofd.css", CSS, asset_css),
     ASSET("/static/format.js", JS, asset_format_js),
+    ASSET("/static/chart.js", JS, asset_chart_js),
     ASSET("/static/index.js", JS, asset_index_js),
     ASSET("/static/process.js", JS, asset_process_js),
     ASSET("/static/d3.min.js", JS, asset_d3_js),

@@ -45,19 +45,28 @@ static int is_segment(const struct proc_mapping *m, const struct sampler_segment
            m->executable == !!(seg->prot & PROT_EXEC) && !m->writable;
 }
 
+/* Whether a mapping's path is a sampler's: a memfd of ours, or the
+ * shared file (this one, or a deleted one of an earlier daemon of this
+ * build: the same path). */
+static int is_sampler_path(const char *path, const struct sampler_file *shared)
+{
+    return strcmp(path, "/memfd:" HP_SAMPLER_MEMFD_NAME) == 0 ||
+           (shared && shared->fd >= 0 && strcmp(path, shared->path) == 0);
+}
+
 /*
- * A sampler already in the process, from its memfd's name: its base, if
+ * A sampler already in the process, from its file's name: its base, if
  * every file-backed segment is mapped where and as it should be. One left
  * half-mapped by an injection that was interrupted (heapprofd killed) is
  * not used. Whose build it is, is checked by the caller.
  */
 static int find_mapped(const struct sampler_image *img, const struct proc_maps *maps,
-                       uint64_t *base)
+                       const struct sampler_file *shared, uint64_t *base)
 {
     *base = 0;
     for (size_t i = 0; i < maps->n; i++) {
         const struct proc_mapping *m = &maps->v[i];
-        if (strcmp(m->path, "/memfd:" HP_SAMPLER_MEMFD_NAME) != 0 || m->offset != 0)
+        if (!is_sampler_path(m->path, shared) || m->offset != 0)
             continue;
         size_t whole = 0, k = i;
         for (size_t s = 0; s < img->nseg; s++) {
@@ -78,14 +87,14 @@ static int find_mapped(const struct sampler_image *img, const struct proc_maps *
     return -ENOENT;
 }
 
-int inject_find_sampler(pid_t pid, uint64_t *base)
+int inject_find_sampler(pid_t pid, const struct sampler_file *shared, uint64_t *base)
 {
     char err[128];
     struct proc_maps maps;
     const struct sampler_image *img = sampler_image_get(err, sizeof(err));
     if (!img || proc_maps_read(pid, &maps) != 0)
         return 0;
-    int found = find_mapped(img, &maps, base) == 0;
+    int found = find_mapped(img, &maps, shared, base) == 0;
     proc_maps_free(&maps);
     return found;
 }
@@ -106,9 +115,9 @@ static void text_range(const struct sampler_image *img, uint64_t base, uint64_t 
 }
 
 /*
- * An earlier daemon's sampler at `base`, adopted only if it is this
- * build's: its mapped build ID and the whole memfd it is mapped from are
- * ours, byte for byte. The memfd is opened read-only through map_files and
+ * A sampler at `base` (an earlier daemon's, or a fork child's copy of its
+ * parent's), adopted only if it is this build's: its mapped build ID and
+ * the whole file it is mapped from are ours, byte for byte. The memfd is opened read-only through map_files and
  * then checked to be what is mapped, so a mapping swapped meanwhile is
  * refused too. Returns our descriptor of it, or -errno.
  */
@@ -195,7 +204,7 @@ struct job {
     int mem_fd;
     uint64_t stub;
     struct stopped_thread st;
-    bool stopped, stub_written, abandoned;
+    bool adopted, stopped, stub_written, abandoned;
     /* out */
     int e;
     char *err;
@@ -235,9 +244,15 @@ static int prepare(struct job *j)
         snprintf(j->err, j->errlen, "process %d: no unused code bytes to run system calls "
                  "through", (int)j->pid);
         e = -ENOSPC;
-    } else if (j->plan && find_mapped(j->img, &maps, &s->base) == 0) {
-        s->memfd = adopt(j->pid, j->mem_fd, j->img, s->base, j->err, j->errlen);
-        e = s->memfd < 0 ? s->memfd : 0;
+    } else if (j->plan && find_mapped(j->img, &maps, j->plan->shared, &s->base) == 0) {
+        int fd = adopt(j->pid, j->mem_fd, j->img, s->base, j->err, j->errlen);
+        e = fd < 0 ? fd : 0;
+        j->adopted = fd >= 0;
+        s->shared = fd >= 0 && sampler_file_is(j->plan->shared, fd);
+        if (s->shared)
+            close(fd); /* the probes made at start cover it */
+        else
+            s->memfd = fd;
     } else if (j->plan) {
         e = choose_base(j, &maps);
     }
@@ -264,13 +279,15 @@ static int write_stub(struct job *j)
     return 0;
 }
 
+static int report_offsets(struct job *j);
+
 /* Maps the new sampler (unless one was adopted); fills the paths. */
 static int place_sampler(struct job *j)
 {
     struct inject_state *s = j->s;
-    int e = s->memfd >= 0 ? 0
-                          : sampler_map_into(&j->st, j->stub, j->img, s->base, &s->memfd, j->err,
-                                             j->errlen);
+    int e = j->adopted ? 0
+                       : sampler_map_into(&j->st, j->stub, j->img, s->base, j->plan->shared,
+                                          &s->memfd, j->err, j->errlen);
     /* The base was chosen before the stop, and the process's other threads
      * map memory meanwhile: a place taken since is chosen again. */
     for (int tries = 0; e == -EEXIST && tries < 3; tries++) {
@@ -280,12 +297,21 @@ static int place_sampler(struct job *j)
         e = choose_base(j, &maps);
         proc_maps_free(&maps);
         if (e == 0)
-            e = sampler_map_into(&j->st, j->stub, j->img, s->base, &s->memfd, j->err,
-                                 j->errlen);
+            e = sampler_map_into(&j->st, j->stub, j->img, s->base, j->plan->shared, &s->memfd,
+                                 j->err, j->errlen);
     }
     if (e)
         return e;
-    snprintf(s->text_path, sizeof(s->text_path), "/proc/self/fd/%d", s->memfd);
+    s->shared = s->memfd < 0;
+    return report_offsets(j);
+}
+
+/* Where the report functions are in the file, for the probes. */
+static int report_offsets(struct job *j)
+{
+    struct inject_state *s = j->s;
+    if (!s->shared)
+        snprintf(s->text_path, sizeof(s->text_path), "/proc/self/fd/%d", s->memfd);
     if (sampler_image_file_offset(j->img, sampler_image_symbol(j->img, HP_REPORT_ALLOC_SYM),
                                   &s->report_alloc) != 0 ||
         sampler_image_file_offset(j->img, sampler_image_symbol(j->img, HP_REPORT_FREE_SYM),
@@ -358,13 +384,47 @@ static int attach_stopped(struct job *j)
                  j->s->status.slots_skipped);
         e = -ENOENT;
     }
-    if (e && e != -ETIMEDOUT && j->s->base && j->s->memfd >= 0) {
+    if (e && e != -ETIMEDOUT && j->s->base && (j->s->memfd >= 0 || j->s->shared)) {
         /* Whatever the installer took goes back; the wrappers forward. */
         if (e != -ENOENT && !j->abandoned && remote_install(j, HP_REMOTE_UNINSTALL) != 0)
             fprintf(stderr, "heapprofd: pid %d: the slots taken could not be given back; the "
                     "sampler only forwards\n", (int)j->pid);
         disable(j->mem_fd, j->img, j->s->base);
     }
+    return e;
+}
+
+/*
+ * Whether an adopted sampler is a fork child's whole copy of its parent's
+ * live one: configured by a daemon of this build for this interval,
+ * enabled, its slots taken by an install that finished. Its wrappers are
+ * running already; only the probes' side is missing.
+ */
+static bool inherited_live(struct job *j)
+{
+    struct hp_sampler_config c;
+    struct hp_install_status st;
+    uint64_t at_c = sampler_image_symbol(j->img, HP_SAMPLER_CONFIG_SYM);
+    uint64_t at_s = sampler_image_symbol(j->img, HP_INSTALL_STATUS_SYM);
+    return at_c && at_s &&
+           pread(j->mem_fd, &c, sizeof(c), (off_t)(j->s->base + at_c)) == (ssize_t)sizeof(c) &&
+           pread(j->mem_fd, &st, sizeof(st), (off_t)(j->s->base + at_s)) ==
+               (ssize_t)sizeof(st) &&
+           c.magic == HP_SAMPLER_MAGIC && c.version == HP_SAMPLER_VERSION && c.enabled == 1 &&
+           c.sample_interval == j->interval && c.self_lo == j->s->base && st.result >= 0 &&
+           st.slots_taken > 0 && st.done != 0 && (j->s->status = st, true);
+}
+
+/* A fork child with its parent's live sampler: taken over as it runs,
+ * without a stop. A copy that is not whole (forked during its parent's
+ * install) gets the install of any other attach. */
+static int take_over(struct job *j)
+{
+    int e = j->check ? j->check(j->arg, j->pid, j->err, j->errlen) : 0;
+    if (e == 0)
+        e = report_offsets(j);
+    if (e == 0 && j->ready)
+        e = j->ready(j->arg, j->s, j->err, j->errlen);
     return e;
 }
 
@@ -391,12 +451,18 @@ static void *run_job(void *arg)
         return NULL;
     }
     j->e = prepare(j);
+    if (j->e == 0 && j->plan && j->plan->fork_child && j->adopted && inherited_live(j)) {
+        j->e = take_over(j);
+        close(j->mem_fd);
+        return NULL;
+    }
     if (j->e == 0)
         j->e = thread_stop_one(j->pid, j->mem_fd, &j->st, j->err, j->errlen);
     if (j->e == 0) {
         j->stopped = true;
         j->e = j->plan ? attach_stopped(j) : detach_stopped(j);
     }
+    j->s->stopped = j->stopped;
     if (j->stopped && !j->abandoned)
         j->s->stopped_ns = thread_release(&j->st, j->stub_written ? j->stub : 0);
     /* A thread that went back through the stub on its own (its daemon did
@@ -450,6 +516,7 @@ int inject_attach(pid_t pid, uint64_t start_time, const struct inject_plan *plan
     out->pid = pid;
     out->start_time = start_time;
     out->memfd = -1;
+    out->file = plan->shared;
     struct job j = {.pid = pid, .plan = plan, .interval = interval, .check = check,
                     .ready = ready, .arg = arg, .s = out, .err = err, .errlen = errlen};
     j.img = sampler_image_get(err, errlen);
@@ -477,7 +544,7 @@ int inject_detach(struct inject_state *s, char *err, size_t errlen)
     /* A reused pid, or an exec (the old addresses may hold the new
      * program's code or data): nothing of ours is left to restore. */
     if (proc_start_time(s->pid, &start_time) != 0 || start_time != s->start_time ||
-        !inject_find_sampler(s->pid, &base) || base != s->base)
+        !inject_find_sampler(s->pid, s->file, &base) || base != s->base)
         return 0;
     struct job j = {.pid = s->pid, .s = s, .err = err, .errlen = errlen};
     j.img = sampler_image_get(err, errlen);

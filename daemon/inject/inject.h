@@ -25,6 +25,7 @@
 
 #include "hp_limits.h"
 #include "hp_sampler.h"
+#include "sampler_file.h"
 
 /* What the sampler is told of the process. */
 struct inject_plan {
@@ -33,6 +34,10 @@ struct inject_plan {
     size_t nranges;
     uint64_t dl_iterate_phdr; /* the loader's, which the installer walks modules with */
     uint64_t r_debug;         /* the base namespace's list of modules */
+    const struct sampler_file *shared; /* the file every target maps; NULL: memfds only */
+    int fork_child;           /* forked by a process live on the sampler: it runs its
+                               * parent's copy, configured and installed, which is taken over
+                               * without a stop when it is whole */
     uint32_t free_ring;       /* 1: frees of sampled pointers go through the ring
                                * (free_ring.h), which the daemon drains */
 };
@@ -42,8 +47,12 @@ struct inject_state {
     pid_t pid;
     uint64_t start_time;    /* the process's, to tell a reused pid at detach */
     uint64_t base;          /* where the sampler object is mapped */
-    int memfd;              /* ours: the sealed memfd mapped there, or -1 */
-    char text_path[40];     /* /proc/self/fd/N of it: where the report uprobes go */
+    const struct sampler_file *file; /* the shared file of the daemon, or NULL */
+    int shared;             /* mapped from that file: its report probes cover it */
+    int memfd;              /* else ours: the file mapped there (a sealed memfd, or another
+                             * daemon's file of this build), or -1 */
+    char text_path[40];     /* /proc/self/fd/N of it: where its report uprobes go */
+    int stopped;            /* whether a thread was stopped (a fork child taken over is not) */
     uint64_t report_alloc;  /* file offsets of the report functions */
     uint64_t report_free;
     uint64_t report_alloc_opt; /* the report function that starts with a 5-byte nop */
@@ -83,8 +92,8 @@ int inject_detach(struct inject_state *s, char *err, size_t errlen);
 /* Closes what the state owns. */
 void inject_state_close(struct inject_state *s);
 
-/* Whether process `pid` has a sampler mapped (a previous daemon's); its
- * base in `*base`. */
-int inject_find_sampler(pid_t pid, uint64_t *base);
+/* Whether process `pid` has a sampler mapped (a previous daemon's, or
+ * from `shared`, which may be NULL); its base in `*base`. */
+int inject_find_sampler(pid_t pid, const struct sampler_file *shared, uint64_t *base);
 
 #endif

@@ -16,6 +16,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "bpf_state.h"
+
 /* Calls of each report function timed at start, to give the cost of a
  * hit each way: ~10 ms at ~500 ns a hit. */
 #define REPORT_OPT_CALLS 20000
@@ -29,13 +31,16 @@ struct report_opt_kernel {
 };
 
 /*
- * Probes the kernel with the report program `report_fd` (loaded for
- * uprobe_multi links; cookie HP_REPORT_FREE of a null pointer, which finds
- * nothing) on a memfd of this process's own, and times a hit on each
- * function. HEAPPROFD_OPT_REPORT=0 turns the optimized path off (then
- * `optimizes` is 0). Keeps the result for report_opt_get(). 0 or -errno.
+ * Probes the kernel with the report program of `bpf` (cookie
+ * HP_REPORT_FREE of a null pointer, which finds nothing; the daemon's own
+ * pid counted as reporting meanwhile, so that the hits take the path a
+ * target's do and no report counts as dropped) on a memfd of this
+ * process's own, and times a hit on each function. Not in the classic
+ * layout (its report program is not loaded for uprobe_multi links).
+ * HEAPPROFD_OPT_REPORT=0 turns the optimized path off (then `optimizes` is
+ * 0). Keeps the result for report_opt_get(). 0 or -errno.
  */
-int report_opt_probe(int report_fd, struct report_opt_kernel *out);
+int report_opt_probe(struct bpf_state *bpf, struct report_opt_kernel *out);
 
 /* What report_opt_probe() found (optimizes -1 before it ran). */
 struct report_opt_kernel report_opt_get(void);

@@ -147,8 +147,37 @@ static int map_segments(struct stopped_thread *st, uint64_t stub, const struct s
     return 0;
 }
 
+/*
+ * Maps the segments from the shared file, opened by the process by its
+ * path, over the reservation at `base`. 1 if what got mapped is the
+ * file's inode; 0 if the process could not open it, or opened another
+ * file there (its own mount namespace, a chroot): the reservation is then
+ * made whole again for the memfd. -errno if even that failed.
+ */
+static int map_shared(struct stopped_thread *st, uint64_t stub, const struct sampler_image *img,
+                      uint64_t base, const struct sampler_file *shared)
+{
+    size_t len = strlen(shared->path) + 1;
+    if (len > img->span || pwrite(st->mem_fd, shared->path, len, (off_t)base) != (ssize_t)len)
+        return 0;
+    /* Not blocking on a FIFO, nor taking a terminal, should the path name
+     * one in the process's namespace. */
+    int64_t fd = rsys(st, stub, SYS_open, base,
+                      O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC, 0, 0, 0, 0);
+    if (fd < 0)
+        return 0;
+    int e = map_segments(st, stub, img, base, fd);
+    rsys(st, stub, SYS_close, (uint64_t)fd, 0, 0, 0, 0, 0);
+    if (e == 0 && sampler_map_is_ours(st->pid, img, base, shared->fd))
+        return 1;
+    int64_t r = rsys(st, stub, SYS_mmap, base, img->span, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, (uint64_t)-1, 0);
+    return r == (int64_t)base ? 0 : -EFAULT;
+}
+
 int sampler_map_into(struct stopped_thread *st, uint64_t stub, const struct sampler_image *img,
-                     uint64_t base, int *memfd, char *err, size_t errlen)
+                     uint64_t base, const struct sampler_file *shared, int *memfd, char *err,
+                     size_t errlen)
 {
     *memfd = -1;
     int64_t r = rsys(st, stub, SYS_mmap, base, img->span, PROT_READ | PROT_WRITE,
@@ -161,11 +190,15 @@ int sampler_map_into(struct stopped_thread *st, uint64_t stub, const struct samp
                  strerror(r < 0 ? (int)-r : EEXIST));
         return r < 0 ? (int)r : -EEXIST;
     }
+    int e = shared && shared->fd >= 0 ? map_shared(st, stub, img, base, shared) : 0;
+    if (e == 1)
+        return 0;
+    if (e < 0)
+        snprintf(err, errlen, "map the sampler into process %d: %s", (int)st->pid, strerror(-e));
     /* The memfd's name goes into the reservation, which the segments then replace. */
     static const char name[] = HP_SAMPLER_MEMFD_NAME;
-    int e = 0;
     int64_t fd = -1;
-    if (pwrite(st->mem_fd, name, sizeof(name), (off_t)base) != (ssize_t)sizeof(name))
+    if (e == 0 && pwrite(st->mem_fd, name, sizeof(name), (off_t)base) != (ssize_t)sizeof(name))
         e = -EIO;
     if (e == 0) {
         fd = rsys(st, stub, SYS_memfd_create, base, MFD_CLOEXEC | MFD_ALLOW_SEALING, 0, 0, 0, 0);

@@ -1,8 +1,14 @@
 /*
  * sampler_map.h - maps the sampler object into a process through system
- * calls run in one of its stopped threads: a memfd holding the object (so
- * that uprobes can attach to its report functions, and a restarted daemon
- * can find it by name), its segments mapped at a free base.
+ * calls run in one of its stopped threads, its segments at a free base:
+ * from the shared sampler file (sampler_file.h) where the process can
+ * open it, else from a memfd of its own holding the object (so that
+ * uprobes can attach to its report functions, and a restarted daemon can
+ * find it by name).
+ *
+ * The shared file is opened by the process, by its path in the process's
+ * own mount namespace: what gets mapped is then checked to be the very
+ * inode the daemon published, and anything else is unmapped again.
  *
  * The memfd is created inside the process, but the daemon never opens it
  * by a path the process could redirect (/proc/PID/fd/N can name any file
@@ -18,6 +24,7 @@
 #include <stdint.h>
 
 #include "proc_maps.h"
+#include "sampler_file.h"
 #include "sampler_image.h"
 #include "thread_stop.h"
 
@@ -27,13 +34,15 @@ uint64_t sampler_map_choose_base(const struct proc_maps *maps, uint64_t span, ui
 
 /*
  * Maps `img` at `base` in the process of the stopped thread `st`, with
- * system calls run through the stub at `stub` (remote_stub.h). On success
- * `*memfd` is the daemon's own descriptor of the sealed memfd mapped
- * there. Returns 0, or -errno with the reason in `err`; on failure
+ * system calls run through the stub at `stub` (remote_stub.h): from
+ * `shared` (may be NULL) if the process can open it, and then `*memfd` is
+ * -1; else from a new memfd, and `*memfd` is the daemon's own descriptor
+ * of it, sealed. Returns 0, or -errno with the reason in `err`; on failure
  * whatever was mapped is unmapped again.
  */
 int sampler_map_into(struct stopped_thread *st, uint64_t stub, const struct sampler_image *img,
-                     uint64_t base, int *memfd, char *err, size_t errlen);
+                     uint64_t base, const struct sampler_file *shared, int *memfd, char *err,
+                     size_t errlen);
 
 /* Whether the mapping of the sampler's code at `base` in `pid` is the
  * inode of `memfd`. */

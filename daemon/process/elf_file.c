@@ -292,21 +292,22 @@ static int read_sections(struct elf_file *ef)
 }
 
 /* Opens `path`, reading its symbol tables too if `with_symbols`. */
-static int open_file(const char *path, bool with_symbols, struct elf_file **out)
+/* Reads the file open on `fd`, which it takes over (closed on failure). */
+static int open_fd(int fd, bool with_symbols, struct elf_file **out)
 {
     struct elf_file *ef;
     int err;
 
-    if (elf_version(EV_CURRENT) == EV_NONE)
+    if (elf_version(EV_CURRENT) == EV_NONE) {
+        close(fd);
         return -ENOSYS;
-    ef = calloc(1, sizeof(*ef));
-    if (!ef)
-        return -ENOMEM;
-    ef->fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (ef->fd < 0) {
-        err = -errno;
-        goto out;
     }
+    ef = calloc(1, sizeof(*ef));
+    if (!ef) {
+        close(fd);
+        return -ENOMEM;
+    }
+    ef->fd = fd;
     /* Anything libelf cannot take as a 64-bit ELF file is "not an executable format". */
     err = -ENOEXEC;
     ef->elf = elf_begin(ef->fd, ELF_C_READ_MMAP, NULL);
@@ -342,9 +343,20 @@ out:
     return err;
 }
 
+static int open_file(const char *path, bool with_symbols, struct elf_file **out)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    return fd < 0 ? -errno : open_fd(fd, with_symbols, out);
+}
+
 int elf_file_open(const char *path, struct elf_file **out)
 {
     return open_file(path, true, out);
+}
+
+int elf_file_open_fd(int fd, struct elf_file **out)
+{
+    return open_fd(fd, true, out);
 }
 
 int elf_file_open_headers(const char *path, struct elf_file **out)

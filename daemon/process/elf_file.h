@@ -31,6 +31,9 @@ struct elf_symbol {
 
 /* Opens `path`; -ENOENT, -EACCES, or -ENOEXEC (not a 64-bit ELF file). */
 int elf_file_open(const char *path, struct elf_file **out);
+/* As elf_file_open(), from the file open on `fd`, which it takes over
+ * (closed by elf_file_close(), or at once on failure). */
+int elf_file_open_fd(int fd, struct elf_file **out);
 /* The same without reading the symbol tables (a large library has
  * hundreds of thousands): for the build ID and the address translations
  * only; the symbol functions then find nothing. */

@@ -13,7 +13,9 @@
 #include "bpf_state.h"
 #include "exited_profiles.h"
 #include "free_drain.h"
+#include "history.h"
 #include "process_watch.h"
+#include "snapshots.h"
 #include "symbol_cache.h"
 #include "targets.h"
 
@@ -26,6 +28,8 @@ struct daemon_ctx {
     struct free_drain *free_drain; /* the rings of frees' timer; NULL: none */
     struct symbol_cache *cache;
     struct exited_profiles *exited; /* last profiles of processes that exited */
+    struct history *history;      /* memory over time per process */
+    struct snapshots *snapshots;  /* profiles kept as diff bases */
     atomic_uint_fast64_t requests;
     atomic_uint_fast64_t request_errors;
     atomic_uint_fast64_t profiles_served;

@@ -127,6 +127,15 @@ bool exited_profiles_has(struct exited_profiles *x, pid_t pid, uint64_t start_ti
     return has;
 }
 
+uint64_t exited_profiles_start_time(struct exited_profiles *x, pid_t pid)
+{
+    pthread_mutex_lock(&x->lock);
+    struct exited_entry *en = find_locked(x, pid);
+    uint64_t start_time = en ? en->facts.start_time : 0;
+    pthread_mutex_unlock(&x->lock);
+    return start_time;
+}
+
 int exited_profiles_get(struct exited_profiles *x, pid_t pid, enum exited_form form,
                         struct pprof_buf *out)
 {

@@ -59,6 +59,9 @@ int exited_profiles_put(struct exited_profiles *x, pid_t pid, const struct proce
 /* Whether a profile of process `pid` started at `start_time` is kept. */
 bool exited_profiles_has(struct exited_profiles *x, pid_t pid, uint64_t start_time);
 
+/* The start time of the process whose profile is kept as `pid`'s; 0 if none. */
+uint64_t exited_profiles_start_time(struct exited_profiles *x, pid_t pid);
+
 /* A copy of the kept profile of `pid` in form `form`; -ENOENT if none or expired. */
 int exited_profiles_get(struct exited_profiles *x, pid_t pid, enum exited_form form,
                         struct pprof_buf *out);

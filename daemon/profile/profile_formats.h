@@ -14,6 +14,11 @@ struct profile_form {
     const struct profile_query *q;
     int default_alloc;        /* the route's default sample type: alloc_space, not inuse_space */
     const char *content_type; /* set by profile_form_write */
+    /* A base (profile.proto, gzipped or not; borrowed): the profile is
+     * written as its difference from it (profile_diff.h). NULL: none. */
+    const uint8_t *base;
+    size_t base_len;
+    char why[200]; /* why writing failed, when profile_form_write says */
 };
 
 /* Appends `p` in the form `f` asks for to `out`; 0 or -errno. */

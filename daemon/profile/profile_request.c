@@ -19,6 +19,8 @@
 #include "proc_info.h"
 #include "profile_formats.h"
 #include "selection.h"
+#include "snapshots.h"
+#include "base_request.h"
 #include "strbuf.h"
 #include "views.h"
 
@@ -79,11 +81,13 @@ static int may_read_kept(const struct profile_query *q, const struct caller *who
  * the forms kept encoded as they are, the others made from the kept
  * profile. -ESRCH (with `err` as the attach left it) if none is kept. */
 static int answer_exited(struct daemon_ctx *ctx, const struct profile_query *q, int default_alloc,
-                         struct profile_answer *out, char *err, size_t errlen)
+                         const struct pprof_buf *base, struct profile_answer *out, char *err,
+                         size_t errlen)
 {
-    struct profile_form form = {.q = q, .default_alloc = default_alloc};
+    struct profile_form form = {.q = q, .default_alloc = default_alloc, .base = base->data,
+                                .base_len = base->len};
     int e;
-    if (q->format != FORMAT_PROTO) {
+    if (q->format != FORMAT_PROTO || base->data) {
         e = exited_profiles_write(ctx->exited, q->pid, profile_form_write_cb, &form, &out->body);
     } else {
         enum exited_form kept = q->debug       ? EXITED_TEXT
@@ -96,8 +100,11 @@ static int answer_exited(struct daemon_ctx *ctx, const struct profile_query *q, 
         pprof_buf_free(&out->body);
         if (e == -ENOENT)
             return -ESRCH;
-        snprintf(err, errlen, "write the last profile of process %d: %s", (int)q->pid,
-                 strerror(-e));
+        if (form.why[0])
+            snprintf(err, errlen, "the last profile of process %d: %s", (int)q->pid, form.why);
+        else
+            snprintf(err, errlen, "write the last profile of process %d: %s", (int)q->pid,
+                     strerror(-e));
         return e;
     }
     out->content_type = form.content_type;
@@ -107,10 +114,12 @@ static int answer_exited(struct daemon_ctx *ctx, const struct profile_query *q, 
 
 /* Writes the built profile `p` (freed here) in the form `q` asks for. */
 static int answer_built(struct daemon_ctx *ctx, const struct profile_query *q, int default_alloc,
-                        struct pprof_profile *p, uint64_t t0, struct profile_answer *out,
-                        char *err, size_t errlen)
+                        struct pprof_profile *p, uint64_t t0, const struct pprof_buf *base,
+                        struct profile_answer *out, char *err, size_t errlen)
 {
-    struct profile_form form = {.q = q, .default_alloc = default_alloc};
+    struct profile_form form = {.q = q, .default_alloc = default_alloc,
+                                .base = base ? base->data : NULL,
+                                .base_len = base ? base->len : 0};
     int e = profile_form_write(p, &form, &out->body);
     out->content_type = form.content_type;
     pprof_free(p);
@@ -118,7 +127,7 @@ static int answer_built(struct daemon_ctx *ctx, const struct profile_query *q, i
     atomic_fetch_add(&ctx->profile_builds, 1);
     if (e) {
         pprof_buf_free(&out->body);
-        snprintf(err, errlen, "encode the profile: %s", strerror(-e));
+        snprintf(err, errlen, "%s", form.why);
         return e;
     }
     atomic_fetch_add(&ctx->profiles_served, 1);
@@ -208,7 +217,7 @@ static int answer_selected(struct daemon_ctx *ctx, const struct profile_query *q
     if (e == 0)
         e = add_notes(p, &notes);
     if (e == 0) {
-        e = answer_built(ctx, q, default_alloc, p, t0, out, err, errlen);
+        e = answer_built(ctx, q, default_alloc, p, t0, NULL, out, err, errlen);
         p = NULL;
     }
     pprof_free(p);
@@ -218,12 +227,14 @@ static int answer_selected(struct daemon_ctx *ctx, const struct profile_query *q
 }
 
 /* The profile of process q->pid, attached first; with a selector, only if
- * the process matches it (else -ESTALE, nothing attached). */
+ * the process matches it (else -ESTALE, nothing attached); with a base,
+ * its difference from the base. */
 static int answer_pid(struct daemon_ctx *ctx, const struct profile_query *q,
                       const struct caller *who, int default_alloc, struct profile_answer *out,
                       char *err, size_t errlen)
 {
     uint64_t started = 0;
+    struct pprof_buf base = {0};
     int e = 0;
     if (process_selector_any(&q->sel)) {
         /* Who may not profile the pid learns nothing of what it runs. */
@@ -232,23 +243,88 @@ static int answer_pid(struct daemon_ctx *ctx, const struct profile_query *q,
             return attach_for(ctx, who, q->pid, 0, q->seconds, err, errlen);
         e = selection_guard(ctx, q, may_read_kept(q, who), &started, err, errlen);
     }
+    if (e == 0)
+        e = base_request_load(ctx, q, &base, err, errlen);
     /* A process let go while idle: the next request gets the profile it had
      * then, and attaches it again. */
     int kept = e == 0 && may_read_kept(q, who) && was_let_go(ctx, q->pid);
     if (e == 0)
         e = attach_for(ctx, who, q->pid, started, q->seconds, err, errlen);
-    if ((e == -ESRCH || (e == 0 && kept)) && may_read_kept(q, who))
-        return answer_exited(ctx, q, default_alloc, out, err, errlen);
+    if ((e == -ESRCH || (e == 0 && kept)) && may_read_kept(q, who)) {
+        e = answer_exited(ctx, q, default_alloc, &base, out, err, errlen);
+        pprof_buf_free(&base);
+        return e;
+    }
     if (e == -ENOEXEC) /* not the caller's mistake: the operator should hear of it */
         fprintf(stderr, "heapprofd: %s\n", err);
-    if (e)
-        return e;
     uint64_t t0 = monotonic_ns();
     struct pprof_profile *p = NULL;
-    e = views_build(ctx, q, who, default_alloc, &p, err, errlen);
-    if (q->seconds)
-        targets_release(ctx->targets, q->pid, HOLD_WINDOW);
-    return e ? e : answer_built(ctx, q, default_alloc, p, t0, out, err, errlen);
+    if (e == 0) {
+        e = views_build(ctx, q, who, default_alloc, &p, err, errlen);
+        if (q->seconds)
+            targets_release(ctx->targets, q->pid, HOLD_WINDOW);
+    }
+    if (e == 0)
+        e = answer_built(ctx, q, default_alloc, p, t0, base.data ? &base : NULL, out, err,
+                         errlen);
+    pprof_buf_free(&base);
+    return e;
+}
+
+/* Whose snapshot take_snapshot() keeps, and where its id goes. */
+struct snapshot_take {
+    struct daemon_ctx *ctx;
+    pid_t pid;
+    uint64_t start_time;
+    char *id;
+};
+
+/* Keeps the built or kept profile `p` as a snapshot (`arg`, a struct
+ * snapshot_take; also exited_profiles_write's callback: `out` is unused). */
+static int take_snapshot(const struct pprof_profile *p, void *arg, struct pprof_buf *out)
+{
+    (void)out;
+    struct snapshot_take *t = arg;
+    return snapshots_put(t->ctx->snapshots, t->pid, t->start_time, p, t->id);
+}
+
+int profile_request_snapshot(struct daemon_ctx *ctx, pid_t pid, const struct caller *who,
+                             char id[SNAPSHOT_ID_LEN + 1], char *err, size_t errlen)
+{
+    struct profile_query q = {.pid = pid};
+    struct snapshot_take t = {.ctx = ctx, .pid = pid, .id = id};
+    struct pprof_buf unused = {0};
+    if (!ctx->bpf) {
+        snprintf(err, errlen, "BPF unavailable: %s", ctx->bpf_error);
+        return -ENODEV;
+    }
+    /* As answer_pid(): a process that exited, or was let go while idle,
+     * is what its kept profile says (its counts went with its probes). */
+    int kept = may_read_kept(&q, who) && was_let_go(ctx, pid);
+    int e = attach_for(ctx, who, pid, 0, 0, err, errlen);
+    if (e == 0 && !kept && proc_start_time(pid, &t.start_time) != 0)
+        e = -ESRCH;
+    if ((e == -ESRCH || (e == 0 && kept)) && may_read_kept(&q, who)) {
+        t.start_time = exited_profiles_start_time(ctx->exited, pid);
+        e = t.start_time ? exited_profiles_write(ctx->exited, pid, take_snapshot, &t, &unused)
+                         : -ENOENT;
+        if (e == -ENOENT) {
+            snprintf(err, errlen, "no process %d, and no kept profile of it", (int)pid);
+            return -ESRCH;
+        }
+    } else if (e == 0) {
+        struct pprof_profile *p = NULL;
+        e = views_build(ctx, &q, who, 0, &p, err, errlen);
+        if (e)
+            return e;
+        e = take_snapshot(p, &t, &unused);
+        pprof_free(p);
+    } else {
+        return e;
+    }
+    if (e)
+        snprintf(err, errlen, "keep a snapshot of process %d: %s", (int)pid, strerror(-e));
+    return e;
 }
 
 int profile_request_answer(struct daemon_ctx *ctx, const struct profile_query *q,
@@ -267,5 +343,5 @@ int profile_request_answer(struct daemon_ctx *ctx, const struct profile_query *q
     uint64_t t0 = monotonic_ns();
     struct pprof_profile *p = NULL;
     int e = views_build(ctx, q, who, default_alloc, &p, err, errlen);
-    return e ? e : answer_built(ctx, q, default_alloc, p, t0, out, err, errlen);
+    return e ? e : answer_built(ctx, q, default_alloc, p, t0, NULL, out, err, errlen);
 }

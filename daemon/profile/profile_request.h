@@ -18,6 +18,7 @@
 #include "daemon_ctx.h"
 #include "pprof.h"
 #include "query.h"
+#include "snapshots.h"
 
 /* The answer: its bytes (owned: free with pprof_buf_free) and their type. */
 struct profile_answer {
@@ -40,5 +41,15 @@ struct profile_answer {
 int profile_request_answer(struct daemon_ctx *ctx, const struct profile_query *q,
                            const struct caller *who, int default_alloc, struct profile_answer *out,
                            char *err, size_t errlen);
+
+/*
+ * Keeps the current profile of process `pid` (attached first, as a request
+ * for it would; the kept last profile if it exited) as a snapshot, a base
+ * for later diffs; its id into `id`. 0, or -errno with a one-line reason
+ * in `err`: those of profile_request_answer(), and -EFBIG (a profile over
+ * SNAPSHOT_MAX_BYTES).
+ */
+int profile_request_snapshot(struct daemon_ctx *ctx, pid_t pid, const struct caller *who,
+                             char id[SNAPSHOT_ID_LEN + 1], char *err, size_t errlen);
 
 #endif

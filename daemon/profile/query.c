@@ -150,11 +150,38 @@ int profile_query_set(struct profile_query *q, const char *key, const char *valu
         return set_format(q, value, shown, err, errlen);
     } else if (strcmp(key, "sample_index") == 0) {
         return set_sample_type(q, value, shown, err, errlen);
+    } else if (strcmp(key, "base") == 0) {
+        if (!value || strlen(value) != sizeof(q->base_id) - 1 ||
+            strspn(value, "0123456789abcdef") != sizeof(q->base_id) - 1) {
+            snprintf(err, errlen, "bad base '%s': want the 16 hex digits of a snapshot id "
+                     "(POST /debug/pprof/snapshot?pid=N)", shown);
+            return -EINVAL;
+        }
+        snprintf(q->base_id, sizeof(q->base_id), "%s", value);
     } else {
         int e = set_selector(q, key, value, shown, err, errlen);
         return e > 0 ? 0 : e;
     }
     return 0;
+}
+
+/* A diff (base= or an uploaded base) is of one process's cumulative profile. */
+static int profile_query_check_base(const struct profile_query *q, char *err, size_t errlen)
+{
+    const char *why = NULL;
+    if (!q->base_id[0] && !q->base_upload)
+        return 0;
+    if (q->base_id[0] && q->base_upload)
+        why = "base= and an uploaded base do not go together: give one";
+    else if (!q->pid || process_selector_any(&q->sel))
+        why = "a diff is of one process: give pid= (and no selector)";
+    else if (q->seconds || q->min_age_ns)
+        why = "a diff is of the cumulative profile: seconds= and min_age= do not go with a base";
+    else if (q->debug)
+        why = "a diff is served as profile.proto, format=text or format=folded, not debug=1";
+    if (why)
+        snprintf(err, errlen, "%s", why);
+    return why ? -EINVAL : 0;
 }
 
 int profile_query_finish(const struct profile_query *q, char *err, size_t errlen)
@@ -174,5 +201,5 @@ int profile_query_finish(const struct profile_query *q, char *err, size_t errlen
                  "protobuf carries every sample type (go tool pprof -sample_index=...)");
         return -EINVAL;
     }
-    return 0;
+    return profile_query_check_base(q, err, errlen);
 }

@@ -1,7 +1,8 @@
 /*
  * query.h - the parameters of a profile request (pid, seconds, min_age,
  * debug, symbolize, format, sample_index, and the selectors comm, exe,
- * cgroup and unit that pick processes by what they are),
+ * cgroup and unit that pick processes by what they are, and base=, the
+ * kept snapshot a diff is taken against),
  * checked strictly: a value that does not parse or is out of range is an
  * error with a one-line reason, never a silent default. Unknown parameters
  * are ignored, as Go's net/http/pprof does.
@@ -46,6 +47,12 @@ struct profile_query {
      * unit points at `unit_name`. */
     struct process_selector sel;
     char unit_name[PROCESS_UNIT_MAX]; /* unit=, ".service" added if it has no unit type */
+    /* base=: the id of a kept snapshot (snapshots.h) to diff against, or
+     * "" ; or a base profile uploaded with the request (POST), borrowed
+     * from the HTTP layer. At most one of them (profile_query_finish). */
+    char base_id[17];
+    const uint8_t *base_upload;
+    size_t base_upload_len;
 };
 
 /* Takes one key=value pair into `q` (the value must outlive `q`: a

@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <gelf.h>
 #include <libelf.h>
 #include <limits.h>
 #include <stdarg.h>
@@ -176,4 +177,43 @@ int debug_link_open_alt(const struct debug_target *t, const char *debug_path, co
             return fd;
     }
     return -ENOENT;
+}
+
+/* The .gnu_debugaltlink section of `elf`, or NULL. */
+static Elf_Data *altlink_data(Elf *elf)
+{
+    size_t shstrndx;
+    if (elf_getshdrstrndx(elf, &shstrndx) != 0)
+        return NULL;
+    for (Elf_Scn *scn = elf_nextscn(elf, NULL); scn; scn = elf_nextscn(elf, scn)) {
+        GElf_Shdr sh;
+        const char *name = gelf_getshdr(scn, &sh) ? elf_strptr(elf, shstrndx, sh.sh_name) : NULL;
+        if (name && strcmp(name, ".gnu_debugaltlink") == 0 && sh.sh_type != SHT_NOBITS)
+            return elf_getdata(scn, NULL);
+    }
+    return NULL;
+}
+
+int debug_link_alt_build_id(const char *debug_path, unsigned char *id, size_t *len)
+{
+    int fd = debug_path ? open(debug_path, O_RDONLY | O_CLOEXEC) : -1;
+    if (fd < 0)
+        return debug_path ? -errno : -ENOENT;
+    int err = -ENOENT;
+    Elf *elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+    Elf_Data *d = elf ? altlink_data(elf) : NULL;
+    const char *bytes = d ? d->d_buf : NULL;
+    /* The file name, its NUL, then the build ID to the section's end. */
+    const char *nul = bytes ? memchr(bytes, '\0', d->d_size) : NULL;
+    if (nul) {
+        size_t n = d->d_size - (size_t)(nul + 1 - bytes);
+        if (n > 0 && n <= BUILD_ID_MAX_BYTES) {
+            memcpy(id, nul + 1, n);
+            *len = n;
+            err = 0;
+        }
+    }
+    elf_end(elf);
+    close(fd);
+    return err;
 }

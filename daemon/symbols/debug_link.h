@@ -50,4 +50,13 @@ int debug_link_open(const struct debug_target *t, char **found);
 int debug_link_open_alt(const struct debug_target *t, const char *debug_path, const char *altname,
                         char **found);
 
+/*
+ * The build ID of the supplementary file that the debug file at
+ * `debug_path` names in its .gnu_debugaltlink section (the file name, then
+ * the build ID's bytes), into `id` (BUILD_ID_MAX_BYTES bytes) and *len: 0,
+ * or -ENOENT when it names none, -errno when it cannot be read. For
+ * fetching that file by build ID when it is not installed.
+ */
+int debug_link_alt_build_id(const char *debug_path, unsigned char *id, size_t *len);
+
 #endif

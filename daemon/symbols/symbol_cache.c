@@ -82,6 +82,11 @@ static void entry_free(struct cached_elf *e)
     free(e);
 }
 
+void symbol_cache_set_fetch(struct symbol_cache *c, struct debuginfod_fetch *fetch)
+{
+    c->fetch = fetch;
+}
+
 void symbol_cache_destroy(struct symbol_cache *c)
 {
     for (size_t i = 0; i < SYMBOL_CACHE_ENTRIES; i++)
@@ -159,14 +164,34 @@ static void add_file(struct cached_elf *e, const struct file_id *id)
     e->files[e->nfiles++] = *id;
 }
 
+/* Takes slot i out of the table because its file is better opened anew:
+ * debuginfod brought the debug file it lacked. Requests holding it keep
+ * using it until their put; the last one frees it. Under the lock. */
+static void retire(struct symbol_cache *c, size_t i, struct victims *out)
+{
+    struct cached_elf *e = c->entries[i];
+    c->entries[i] = NULL;
+    c->bytes -= e->bytes;
+    c->reopened++;
+    e->in_table = false;
+    if (e->refs == 0)
+        out->v[out->n++] = e;
+}
+
 /* The entry held by file `id` or, if `build_id` is not "", with that build
- * ID; takes a reference. Under the lock. */
+ * ID; takes a reference. An entry whose debug file has since arrived is
+ * retired into `old` instead, so that the caller opens the file anew.
+ * Under the lock. */
 static struct cached_elf *find(struct symbol_cache *c, const struct file_id *id,
-                               const char *build_id)
+                               const char *build_id, struct victims *old)
 {
     for (size_t i = 0; i < SYMBOL_CACHE_ENTRIES; i++) {
         struct cached_elf *e = c->entries[i];
         if (e && (has_file(e, id) || (build_id[0] && strcmp(e->build_id, build_id) == 0))) {
+            if (symbolizer_debuginfod_arrived(e->sym)) {
+                retire(c, i, old);
+                continue;
+            }
             add_file(e, id);
             e->refs++;
             e->last_used_ns = now_ns();
@@ -225,15 +250,15 @@ static int locate(pid_t pid, const struct proc_mapping *m, char *path, size_t le
 }
 
 /* A new entry for the file at `path` (opened outside the lock). */
-static int entry_open(pid_t pid, const struct proc_mapping *m, const char *path,
-                      const struct file_id *id, struct cached_elf **out)
+static int entry_open(struct symbol_cache *c, pid_t pid, const struct proc_mapping *m,
+                      const char *path, const struct file_id *id, struct cached_elf **out)
 {
     struct cached_elf *e = calloc(1, sizeof(*e));
     if (!e)
         return -ENOMEM;
     char root[64];
     snprintf(root, sizeof(root), "/proc/%d/root", (int)pid);
-    int err = symbolizer_open(path, root, m->path, &e->sym);
+    int err = symbolizer_open_fetching(path, root, m->path, c->fetch, &e->sym);
     if (err) {
         free(e);
         return err;
@@ -262,7 +287,7 @@ int symbol_cache_get(struct symbol_cache *c, pid_t pid, const struct proc_mappin
 
     pthread_mutex_lock(&c->lock);
     trim(c, c->max_entries, c->max_bytes, &old);
-    struct cached_elf *e = find(c, &id, "");
+    struct cached_elf *e = find(c, &id, "", &old);
     c->hits += e != NULL;
     c->misses += e == NULL;
     pthread_mutex_unlock(&c->lock);
@@ -273,12 +298,12 @@ int symbol_cache_get(struct symbol_cache *c, pid_t pid, const struct proc_mappin
     }
 
     struct cached_elf *fresh;
-    err = entry_open(pid, m, path, &id, &fresh);
+    err = entry_open(c, pid, m, path, &id, &fresh);
     if (err)
         return err;
     pthread_mutex_lock(&c->lock);
     /* Another file with this build ID, or another request that opened this file meanwhile. */
-    e = find(c, &id, fresh->build_id);
+    e = find(c, &id, fresh->build_id, &old);
     if (!e) {
         e = fresh;
         fresh = NULL;
@@ -350,6 +375,7 @@ void symbol_cache_stats(struct symbol_cache *c, struct symbol_cache_stats *out)
     out->hits = c->hits;
     out->misses = c->misses;
     out->evictions = c->evictions;
+    out->reopened = c->reopened;
     out->max_entries = c->max_entries;
     out->max_bytes = c->max_bytes;
     pthread_mutex_unlock(&c->lock);

@@ -10,6 +10,11 @@
  * lookup costs one stat() and no read, and a file replaced in place is a
  * new entry.
  *
+ * A file whose debug file was not there when it was opened, and that
+ * debuginfod brings later (debuginfod_fetch.h), is opened anew at its next
+ * lookup: the entry is taken out of the table, and freed when the last
+ * request holding it gives it back.
+ *
  * It also holds the perf maps of JIT runtimes (perf_map.h), by process:
  * names for code that no ELF file holds.
  *
@@ -102,12 +107,14 @@ struct symbol_cache {
     int64_t idle_ns;    /* SYMBOL_CACHE_IDLE_SECONDS in ns */
     uint64_t bytes;     /* sum of the entries' bytes */
     uint64_t hits, misses, evictions;
+    uint64_t reopened; /* entries opened anew for a debug file that debuginfod brought */
+    struct debuginfod_fetch *fetch; /* NULL: no debuginfod; set before sharing */
     struct perf_map_cache perf_maps; /* names of JIT code, per process; its own locks */
 };
 
 /* Counters for /metrics and tests. */
 struct symbol_cache_stats {
-    uint64_t entries, bytes, hits, misses, evictions;
+    uint64_t entries, bytes, hits, misses, evictions, reopened;
     uint64_t max_entries, max_bytes; /* the bounds in force */
 };
 
@@ -118,6 +125,13 @@ void symbol_cache_init(struct symbol_cache *c);
 void symbol_cache_set_limits(struct symbol_cache *c, size_t max_entries, uint64_t max_bytes,
                              int64_t idle_ns);
 void symbol_cache_destroy(struct symbol_cache *c);
+
+struct debuginfod_fetch;
+
+/* Files opened from now on ask `fetch` for debug files they lack (NULL:
+ * none). Call before the cache is shared; `fetch` outlives the cache's
+ * use. */
+void symbol_cache_set_fetch(struct symbol_cache *c, struct debuginfod_fetch *fetch);
 
 /*
  * The file behind mapping `m` of process `pid`, opened through

@@ -6,7 +6,11 @@
  * module address is the ELF virtual address plus the bias libdwfl chose.
  * libdwfl asks our find_debuginfo for a separate debug file when the file
  * has no DWARF or symbol table of its own, and again for a dwz
- * supplementary file when the debug file names one.
+ * supplementary file when the debug file names one. When neither is
+ * here, it asks debuginfod (debuginfod_fetch.h) by build ID without
+ * waiting: libdwfl asks once per module, so a symbolizer opened before the
+ * file arrived stays without it, says so (symbolizer_debuginfod_arrived),
+ * and the symbol cache opens the file anew.
  */
 #include "symbolizer.h"
 
@@ -14,6 +18,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <gelf.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,6 +32,7 @@
 
 #include "build_id.h"
 #include "debug_link.h"
+#include "debuginfod_fetch.h"
 #include "symbol_memo.h"
 #include "symbolizer_names.h"
 
@@ -47,6 +53,11 @@ struct symbolizer {
     uint64_t file_bytes, debug_bytes;
     char *debug_path;         /* the debug file found, NULL if none */
     struct symbol_memo *memo; /* frames named already */
+    struct debuginfod_fetch *fetch; /* NULL: no debuginfod */
+    atomic_bool awaits_fetch; /* no debug file was found, and debuginfod may bring one */
+    atomic_bool awaits_alt;   /* nor the dwz file it names, whose build ID is alt_id */
+    unsigned char alt_id[BUILD_ID_MAX_BYTES]; /* written once, before awaits_alt is set */
+    size_t alt_id_len;
 };
 
 /* The fields of `z` the debug search needs. */
@@ -62,6 +73,36 @@ static struct debug_target target_of(const struct symbolizer *z)
         .dev = z->dev,
         .ino = z->ino,
     };
+}
+
+/*
+ * Asks debuginfod for the file's debug file, or (alt) for the dwz
+ * supplementary file its debug file names, when none was found here: a
+ * descriptor and *found, or -errno with the symbolizer marked as waiting
+ * for it. Not there yet, or not now: the symbol cache asks again at each
+ * use of this file, which queues a retry when one is due.
+ */
+static int fetch_debuginfo(struct symbolizer *z, bool alt, char **found)
+{
+    const unsigned char *id = z->build_id;
+    size_t len = z->build_id_len;
+    atomic_bool *awaits = &z->awaits_fetch;
+    if (!z->fetch)
+        return -ENOENT;
+    if (alt) {
+        if (atomic_load(&z->awaits_alt) ||
+            debug_link_alt_build_id(z->debug_path, z->alt_id, &z->alt_id_len) != 0)
+            return -ENOENT;
+        id = z->alt_id;
+        len = z->alt_id_len;
+        awaits = &z->awaits_alt;
+    }
+    if (len == 0)
+        return -ENOENT;
+    int fd = debuginfod_fetch_open(z->fetch, id, len, found);
+    if (fd < 0 && fd != -ENOMEM)
+        atomic_store(awaits, true);
+    return fd;
 }
 
 /* libdwfl's request for a debug file: the file's own separate debug file,
@@ -80,6 +121,8 @@ static int find_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname
         fd = debug_link_open_alt(&t, z->debug_path, debuglink_file, &found);
     else
         fd = debug_link_open(&t, &found);
+    if (fd == -ENOENT)
+        fd = fetch_debuginfo(z, alt, &found);
     if (fd < 0)
         return -1;
     struct stat st;
@@ -137,10 +180,17 @@ static int read_file_facts(struct symbolizer *z)
 int symbolizer_open(const char *open_path, const char *root, const char *path,
                     struct symbolizer **out)
 {
+    return symbolizer_open_fetching(open_path, root, path, NULL, out);
+}
+
+int symbolizer_open_fetching(const char *open_path, const char *root, const char *path,
+                             struct debuginfod_fetch *fetch, struct symbolizer **out)
+{
     int err = -ENOMEM;
     struct symbolizer *z = calloc(1, sizeof(*z));
     if (!z)
         return -ENOMEM;
+    z->fetch = fetch;
     z->root = strdup(root ? root : "");
     z->path = strdup(path ? path : "");
     z->memo = symbol_memo_new();
@@ -225,6 +275,14 @@ const char *symbolizer_debug_path(const struct symbolizer *z)
     return z->debug_path ? z->debug_path : "";
 }
 
+bool symbolizer_debuginfod_arrived(struct symbolizer *z)
+{
+    return (atomic_load(&z->awaits_fetch) &&
+            debuginfod_fetch_arrived(z->fetch, z->build_id, z->build_id_len)) ||
+           (atomic_load(&z->awaits_alt) &&
+            debuginfod_fetch_arrived(z->fetch, z->alt_id, z->alt_id_len));
+}
+
 void sym_frame_free(struct sym_frame *f)
 {
     for (size_t i = 0; i < f->n; i++) {
@@ -248,14 +306,18 @@ static Dwarf_Word udata(Dwarf_Die *die, unsigned name)
  * functions and compiler-made ones (_GLOBAL__sub_I_...) are named there as
  * addr2line and pprof name them, with their parameters. C's DWARF names
  * are the functions' own (the symbol table may hold only an internal alias,
- * as glibc's __GI___libc_malloc). Keeps the DWARF name otherwise.
+ * as glibc's __GI___libc_malloc). Also names a function whose DWARF name
+ * cannot be read ("??"): a debug file shrunk by dwz keeps its names in the
+ * supplementary file, which may be missing (or still being fetched). Keeps
+ * the DWARF name otherwise.
  */
 static int prefer_symbol(struct symbolizer *z, Dwarf_Die *die, int lang, GElf_Addr addr,
                          struct sym_line *l)
 {
     GElf_Off off;
     GElf_Sym sym;
-    if (!sym_lang_has_scopes(lang) || sym_has_linkage_name(die))
+    bool unnamed = strcmp(l->system_name, "??") == 0;
+    if (!unnamed && (!sym_lang_has_scopes(lang) || sym_has_linkage_name(die)))
         return 0;
     const char *name = dwfl_module_addrinfo(z->mod, addr, &off, &sym, NULL, NULL, NULL);
     if (!name || !name[0])

@@ -4,7 +4,8 @@
  * call as a line of its own (innermost first, as pprof wants); without
  * DWARF, the function from the symbol table (.symtab, else .dynsym, or the
  * MiniDebugInfo .gnu_debugdata that libdwfl decompresses). Separate debug
- * files are found as debug_link.h says. Names are demangled (demangle.h).
+ * files are found as debug_link.h says, else fetched from debuginfod
+ * (debuginfod_fetch.h). Names are demangled (demangle.h).
  *
  * Not thread-safe: one lookup at a time per symbolizer (the symbol cache
  * holds a lock per file). DWARF is read lazily, on the first lookup.
@@ -51,6 +52,13 @@ struct symbolizer;
  */
 int symbolizer_open(const char *open_path, const char *root, const char *path,
                     struct symbolizer **out);
+
+struct debuginfod_fetch;
+
+/* symbolizer_open(), asking `fetch` (debuginfod_fetch.h; NULL: none) for
+ * the debug file by build ID when there is no local one. */
+int symbolizer_open_fetching(const char *open_path, const char *root, const char *path,
+                             struct debuginfod_fetch *fetch, struct symbolizer **out);
 /* Closes it; NULL is fine. */
 void symbolizer_close(struct symbolizer *z);
 
@@ -71,5 +79,12 @@ uint64_t symbolizer_bytes(const struct symbolizer *z);
 
 /* The debug file found, "" if none (yet): for tests and logs. */
 const char *symbolizer_debug_path(const struct symbolizer *z);
+
+/* Whether debuginfod brought the debug file this symbolizer looked for and
+ * did not find: a symbolizer opened anew would use it (libdwfl looks for a
+ * debug file once). Queues a retry of the fetch when one is due. Without
+ * the symbolizer's lock: it reads only what is fixed at open and an atomic
+ * flag; costs nothing unless a fetch was asked for. */
+bool symbolizer_debuginfod_arrived(struct symbolizer *z);
 
 #endif

@@ -137,6 +137,15 @@ static bool expect_set(struct profile_query *want, const char *key, const char *
         if (i == 4)
             return false;
         want->sample_type = names[i];
+    } else if (strcmp(key, "base") == 0) {
+        /* A snapshot id: exactly 16 lowercase hex digits. */
+        size_t n = value ? strlen(value) : 0;
+        for (size_t i = 0; i < n; i++)
+            if (!((value[i] >= '0' && value[i] <= '9') || (value[i] >= 'a' && value[i] <= 'f')))
+                return false;
+        if (n != 16)
+            return false;
+        memcpy(want->base_id, value, 17);
     }
     return true;
 }
@@ -193,7 +202,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                        same_field(q.sel.comm, want.sel.comm) &&
                        same_field(q.sel.exe, want.sel.exe) &&
                        same_field(q.sel.cgroup, want.sel.cgroup) &&
-                       same_field(q.sel.unit, want.sel.unit),
+                       same_field(q.sel.unit, want.sel.unit) &&
+                       strcmp(q.base_id, want.base_id) == 0,
                    "query {pid %d, seconds %d, debug %d, no_symbols %d}, expected {%d, %d, %d, %d}",
                    (int)q.pid, q.seconds, q.debug, q.no_symbols, (int)want.pid, want.seconds,
                    want.debug, want.no_symbols);
@@ -203,9 +213,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         memset(err, 'X', sizeof(err));
         int r = profile_query_finish(&q, err, sizeof(err));
         /* pid may be left out (all processes); seconds and min_age exclude each
-         * other, debug=1 excludes format=text|folded, and sample_index needs one of those. */
+         * other, debug=1 excludes format=text|folded, sample_index needs one of
+         * those, and base= needs pid= alone, without seconds, min_age or debug=1. */
+        bool any_sel = q.sel.comm || q.sel.exe || q.sel.cgroup || q.sel.unit;
         bool ok = !(q.seconds && q.min_age_ns) && !(q.debug && q.format != FORMAT_PROTO) &&
-                  !(q.sample_type && q.format == FORMAT_PROTO);
+                  !(q.sample_type && q.format == FORMAT_PROTO) &&
+                  !(q.base_id[0] && (!q.pid || any_sel || q.seconds || q.min_age_ns || q.debug));
         FUZZ_CHECK((r == 0) == ok, "finish returned %d for seconds %d, min_age %llu", r,
                    q.seconds, (unsigned long long)q.min_age_ns);
         if (r) {

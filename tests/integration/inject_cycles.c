@@ -8,7 +8,10 @@
  * written). Prints how long a thread was stopped at each (median and
  * worst), which the benchmark reports too.
  *
- * usage: inject_cycles PID CYCLES
+ * usage: inject_cycles PID CYCLES [SAMPLER_DIR]
+ *
+ * With SAMPLER_DIR the sampler is published there and mapped from that
+ * shared file, as the daemon does by default; without, from a memfd.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -21,6 +24,8 @@
 #include "inject.h"
 #include "proc_info.h"
 #include "sampler_choice.h"
+#include "sampler_file.h"
+#include "sampler_image.h"
 
 static int cmp_u64(const void *a, const void *b)
 {
@@ -46,8 +51,8 @@ static int read_entries(pid_t pid, const struct allocator_plan *plan, uint8_t (*
 
 int main(int argc, char **argv)
 {
-    if (argc != 3) {
-        fprintf(stderr, "usage: inject_cycles PID CYCLES\n");
+    if (argc != 3 && argc != 4) {
+        fprintf(stderr, "usage: inject_cycles PID CYCLES [SAMPLER_DIR]\n");
         return 2;
     }
     pid_t pid = (pid_t)atoi(argv[1]);
@@ -67,6 +72,13 @@ int main(int argc, char **argv)
         fprintf(stderr, "inject_cycles: plan the sampler of %d: %s\n", (int)pid, err);
         return 1;
     }
+    struct sampler_file shared = {.fd = -1};
+    const struct sampler_image *img = sampler_image_get(err, sizeof(err));
+    if (argc == 4 && (!img || sampler_file_publish(argv[3], img, &shared, err, sizeof(err)))) {
+        fprintf(stderr, "inject_cycles: %s\n", err);
+        return 1;
+    }
+    ip.shared = shared.fd >= 0 ? &shared : NULL;
     uint64_t *at = calloc((size_t)cycles, sizeof(*at)), *dt = calloc((size_t)cycles, sizeof(*dt));
     int rc = at && dt ? 0 : 1;
     unsigned seed = (unsigned)pid;
@@ -80,6 +92,10 @@ int main(int argc, char **argv)
         }
         at[c] = s.stopped_ns;
         uint32_t taken = s.status.slots_taken;
+        if (ip.shared && !s.shared) {
+            fprintf(stderr, "inject_cycles: cycle %d: not mapped from %s\n", c, shared.path);
+            rc = 1;
+        }
         if (taken == 0) {
             fprintf(stderr, "inject_cycles: cycle %d: no slot points at the sampler\n", c);
             rc = 1;
@@ -108,6 +124,7 @@ int main(int argc, char **argv)
                cycles, plan.n, at[cycles / 2] / 1e3, at[cycles - 1] / 1e3, dt[cycles / 2] / 1e3,
                dt[cycles - 1] / 1e3);
     }
+    sampler_file_close(&shared);
     free(at);
     free(dt);
     allocator_plan_free(&plan);

@@ -11,6 +11,7 @@ program's first allocations seen, delay from exec to attached)."""
 import os
 import re
 import subprocess
+import time
 import unittest
 
 import heapprof_harness as h
@@ -56,6 +57,34 @@ class EventsTest(unittest.TestCase):
             h.check(m["heapprofd_exec_attach_seconds_count"] >= runs,
                     f"heapprofd_exec_attach_seconds_count {m['heapprofd_exec_attach_seconds_count']}"
                     f" after {runs} runs")
+
+    def test_a_burst_of_200_is_attached_or_counted_as_missed(self):
+        """200 short-lived processes a rule matches, started at once: each is
+        attached (on the attacher's workers) or counted as missed with its
+        reason; none goes unaccounted. The share seen in bursts is measured
+        by tests/bench/exec_bench.py, not asserted here (it depends on the
+        machine's load)."""
+        comm = f"hpbu{os.getpid()}"
+        path = h.workload_alias("startup", comm)
+        n = 200
+        with h.Daemon("--comm", comm, "--max-targets", "1024") as d:
+            procs = [subprocess.Popen([path, "5", "5", "100"]) for _ in range(n)]
+            for p in procs:
+                h.check_equal(p.wait(30), 0, f"startup {p.pid}: exit status")
+            m = attached = missed = None
+            deadline = time.monotonic() + EVENT_TIMEOUT_S
+            while time.monotonic() < deadline:
+                m = d.metrics()
+                attached = m["heapprofd_exec_attach_seconds_count"]
+                missed = {dict(k[1])["reason"]: v for k, v in m.labelled.items()
+                          if k[0] == "heapprofd_exec_missed_total"}
+                if attached + sum(missed.values()) >= n:
+                    break
+                time.sleep(0.2)
+            h.check_equal(m["heapprofd_process_events_lost_total"], 0.0, "process events lost")
+            h.check_equal(attached + sum(missed.values()), float(n),
+                          f"attached ({attached}) and missed ({missed}) of {n} at once")
+            print(f"  burst of {n}: {attached:.0f} attached, missed {missed}", flush=True)
 
     def test_a_forked_child_is_profiled_exactly(self):
         with h.Daemon("--sample-interval", "1") as d, h.Workload("forks", FORK_DELAY_MS) as w:

@@ -15,6 +15,7 @@ import os
 import random
 import signal
 import subprocess
+import tempfile
 import threading
 import time
 import unittest
@@ -79,12 +80,18 @@ def entry_bytes(pid, lib_suffix, symbol="malloc", n=16):
     return live, orig
 
 
+def is_sampler_mapping(line):
+    """Whether a line of /proc/PID/maps maps the sampler: the file every
+    target shares (/run/heapprofd/sampler-BUILDID.so), or a memfd of its own."""
+    return "/memfd:heapprofd-sampler" in line or "/heapprofd/sampler-" in line
+
+
 def sampler_ranges(pid):
     """The address ranges the sampler is mapped at in `pid`."""
     out = []
     with open(f"/proc/{pid}/maps") as f:
         for line in f:
-            if "/memfd:heapprofd-sampler" in line:
+            if is_sampler_mapping(line):
                 lo, hi = line.split()[0].split("-")
                 out.append((int(lo, 16), int(hi, 16)))
     return out
@@ -157,16 +164,32 @@ def cycles(env, lib_suffix, n):
         w.stop_and_check()
 
 
-def inject_cycles(pid, n, crash_at=None):
-    """Runs the injection library (tests/integration/inject_cycles.c) on pid."""
+def inject_cycles(pid, n, crash_at=None, shared=True):
+    """Runs the injection library (tests/integration/inject_cycles.c) on pid:
+    mapping the sampler from a shared file (in a directory of the test's
+    own, as the daemon does by default), or with shared=False from a memfd."""
     tool = os.environ.get("INJECT_CYCLES")
     h.check(tool and os.access(tool, os.X_OK), f"INJECT_CYCLES={tool!r} is not built")
     env = dict(os.environ)
     if crash_at is not None:
         check_crash_points_built()
         env["HEAPPROFD_TEST_CRASH_AT"] = str(crash_at)
-    return subprocess.run([tool, str(pid), str(n)], capture_output=True, text=True,
-                          timeout=300, env=env)
+    return subprocess.run([tool, str(pid), str(n)] + ([sampler_dir()] if shared else []),
+                          capture_output=True, text=True, timeout=300, env=env)
+
+
+_SAMPLER_DIR = []
+
+
+def sampler_dir():
+    """The test's own directory for the shared sampler file, one for the
+    whole run: a second injection adopts what an interrupted one left, as
+    a restarted daemon does, only if it finds the same file."""
+    if not _SAMPLER_DIR:
+        d = tempfile.TemporaryDirectory(prefix="heapprofd-sampler-")
+        os.chmod(d.name, 0o755)  # every target opens the file in it
+        _SAMPLER_DIR.append(d)
+    return _SAMPLER_DIR[0].name
 
 
 def check_crash_points_built():
@@ -193,8 +216,14 @@ class InprocessTest(unittest.TestCase):
         with Stress() as w:
             out = inject_cycles(w.pid, CYCLES)
             h.check(out.returncode == 0, f"inject_cycles failed: {out.stderr}{out.stdout}")
-            print(f"  {out.stdout.strip()}", flush=True)
+            print(f"  shared file: {out.stdout.strip()}", flush=True)
             h.check(w.proc.poll() is None, "the workload died during the cycles")
+            w.stop_and_check()
+        with Stress() as w:  # where the shared file cannot be opened: a memfd of its own
+            out = inject_cycles(w.pid, CYCLES // 5, shared=False)
+            h.check(out.returncode == 0, f"inject_cycles (memfd) failed: {out.stderr}{out.stdout}")
+            print(f"  memfd: {out.stdout.strip()}", flush=True)
+            h.check(w.proc.poll() is None, "the workload died during the memfd cycles")
             w.stop_and_check()
         cycles(None, "/libc.so.6", 5)
 
@@ -366,7 +395,7 @@ class InprocessTest(unittest.TestCase):
                     "\n".join(l for l in metrics.splitlines() if "sampler" in l) +
                     f"\n{d.stderr()}")
             with open(f"/proc/{child}/maps") as f:
-                mapped = [l for l in f if "/memfd:heapprofd-sampler" in l]
+                mapped = [l for l in f if is_sampler_mapping(l)]
             h.check(len(mapped) == 3, f"the child has {len(mapped)} sampler mappings, not its "
                                       f"parent's 3 (a second one mapped?): {mapped}")
             time.sleep(1)
@@ -375,6 +404,55 @@ class InprocessTest(unittest.TestCase):
                     f"no sample of child_allocates in the child's profile: "
                     f"{h.describe(prof.samples)}")
             w.finish(30)
+
+
+    def test_targets_share_one_root_owned_sampler_file(self):
+        """Two targets map the one file the daemon published in its
+        sampler-dir (root's, 0444, in a directory only root can write), and
+        the exact totals come through the probes registered once for it."""
+        with tempfile.TemporaryDirectory(prefix="heapprofd-sdir-") as base:
+            sdir = os.path.join(base, "run")
+            with h.Daemon("--sample-interval", "1", "--sampler-dir", sdir) as d, \
+                    h.Workload("exact") as a, h.Workload("exact") as b:
+                for w in (a, b):
+                    d.profile(f"/debug/pprof/heap?pid={w.pid}")  # attaches
+                files = [f for f in os.listdir(sdir) if f.startswith("sampler-")]
+                h.check(len(files) == 1, f"{sdir} holds {files}, not one sampler file")
+                path = os.path.join(sdir, files[0])
+                st, dst = os.stat(path), os.stat(sdir)
+                h.check(st.st_uid == 0 and (st.st_mode & 0o777) == 0o444,
+                        f"{path}: uid {st.st_uid} mode {st.st_mode & 0o777:o}")
+                h.check(dst.st_uid == 0 and (dst.st_mode & 0o777) == 0o755,
+                        f"{sdir}: uid {dst.st_uid} mode {dst.st_mode & 0o777:o}")
+                for w in (a, b):
+                    with open(f"/proc/{w.pid}/maps") as f:
+                        mapped = {l.split()[4] for l in f if l.rstrip().endswith(path)}
+                    h.check_equal(mapped, {str(st.st_ino)}, f"pid {w.pid}: inodes mapped from "
+                                                           f"{path}")
+                    w.run()
+                    prof = h.decode(d.profile(f"/debug/pprof/allocs?pid={w.pid}"))
+                    n = sum(s.values[0] for s in prof.samples if s.leaf() == "alloc_small")
+                    h.check_equal(n, 1000, f"pid {w.pid}: alloc_small objects at interval 1")
+                    w.finish()
+
+    def test_a_process_in_another_mount_namespace_gets_its_own_memfd(self):
+        """A target whose /run is another filesystem cannot open the shared
+        file (or opens another file by that path): it is given a memfd and
+        probes of its own, and its totals are exact all the same."""
+        path = os.path.join(h.WORKLOADS, "exact")
+        command = ["unshare", "-m", "--propagation", "private", "sh", "-c",
+                   f"mount -t tmpfs tmpfs /run && exec {path}"]
+        with h.Daemon("--sample-interval", "1") as d, h.Workload("exact", command=command) as w:
+            d.profile(f"/debug/pprof/heap?pid={w.pid}")  # attaches
+            with open(f"/proc/{w.pid}/maps") as f:
+                mapped = [l for l in f if is_sampler_mapping(l)]
+            h.check(mapped and all("/memfd:heapprofd-sampler" in l for l in mapped),
+                    f"not mapped from a memfd of its own: {mapped}")
+            w.run()
+            prof = h.decode(d.profile(f"/debug/pprof/allocs?pid={w.pid}"))
+            n = sum(s.values[0] for s in prof.samples if s.leaf() == "alloc_small")
+            h.check_equal(n, 1000, "alloc_small objects at interval 1")
+            w.finish()
 
 
 if __name__ == "__main__":

@@ -18,6 +18,7 @@ import threading
 import unittest
 
 import heapprof_harness as h
+from elf_layout import vaddr_of
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 WORKLOAD_SRC = os.path.join(HERE, "..", "workloads")
@@ -34,18 +35,6 @@ def build_id_of(path):
     out = subprocess.run(["readelf", "-n", path], capture_output=True, text=True).stdout
     m = re.search(r"Build ID: ([0-9a-f]+)", out)
     return m.group(1) if m else ""
-
-
-def vaddr_of(path, file_offset):
-    """The ELF virtual address of a file offset, through the PT_LOAD headers."""
-    out = subprocess.run(["readelf", "-lW", path], capture_output=True, text=True).stdout
-    for line in out.splitlines():
-        f = line.split()
-        if f and f[0] == "LOAD":
-            off, vaddr, filesz = int(f[1], 16), int(f[2], 16), int(f[4], 16)
-            if off <= file_offset < off + filesz:
-                return vaddr + file_offset - off
-    h.check(False, f"offset {file_offset:#x} is in no PT_LOAD of {path}")
 
 
 def addr2line(path, vaddrs):

@@ -1,6 +1,6 @@
 """The ctest package.kubernetes: deploy/kubernetes/heapprofd.yaml and its
-Dockerfile, checked without a cluster or a container engine (neither is
-on this machine).
+Dockerfile, checked without a cluster or a container engine. The image
+is built and run with podman by tests/integration/test_container.py.
 
   - The manifest parses (PyYAML), and every field of every object is one
     the Kubernetes API has, with the right type, and the required ones are

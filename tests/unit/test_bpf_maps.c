@@ -62,9 +62,11 @@ static bool get_share(uint32_t tgid, struct hp_share *s)
     return bpf_map_lookup_elem(bpf_map__fd(bpf.skel->maps.shares), &tgid, s) == 0;
 }
 
+/* A share record that says the process has a count row, as the BPF side
+ * counts it: without one, reads and forgets skip the walks. */
 static void put_share(uint32_t tgid)
 {
-    struct hp_share s = {.stacks = 1};
+    struct hp_share s = {.stacks = 1, .rows = 1};
     CHECK_INT_EQ(bpf_map_update_elem(bpf_map__fd(bpf.skel->maps.shares), &tgid, &s, BPF_ANY), 0);
 }
 
@@ -134,6 +136,7 @@ static void walks_that_fail_are_errors_not_empty_maps(void)
     CHECK_INT_EQ(bpf_state_read_counts(b, tgid, &counts, &n), 0);
     free(counts);
 
+    put_share(tgid); /* else there is nothing to walk for */
     int fd = bpf_map__fd(b->skel->maps.counts);
     int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
     CHECK(null >= 0 && dup2(null, fd) == fd);
@@ -144,6 +147,29 @@ static void walks_that_fail_are_errors_not_empty_maps(void)
     free(counts);
     CHECK(bpf_state_process_totals(b, &tgid, 1, &totals) < 0);
     CHECK(bpf_state_forget_process(b, tgid) < 0);
+}
+
+/* A process whose share record says it has no rows and no live entries
+ * is read and forgotten without a walk: its reads are empty. */
+static void processes_without_entries_are_not_walked(void)
+{
+    put_row(TGID_A, 1);
+    struct hp_share none = {.stacks = 1};
+    uint32_t tgid = TGID_A;
+    CHECK_INT_EQ(bpf_map_update_elem(bpf_map__fd(bpf.skel->maps.shares), &tgid, &none, BPF_ANY), 0);
+    struct stack_counts *counts = NULL;
+    size_t n = 1;
+    CHECK_INT_EQ(bpf_state_read_counts(&bpf, TGID_A, &counts, &n), 0);
+    CHECK_INT_EQ(n, 0);
+    free(counts);
+    put_share(TGID_A); /* with its row counted, it is read and forgotten */
+    CHECK_INT_EQ(bpf_state_read_counts(&bpf, TGID_A, &counts, &n), 0);
+    CHECK_INT_EQ(n, 1);
+    free(counts);
+    CHECK_INT_EQ(bpf_state_forget_process(&bpf, TGID_A), 0);
+    struct map_fill f;
+    CHECK_INT_EQ(bpf_state_map_fill(&bpf, &f), 0);
+    CHECK_INT_EQ(f.counts, 0);
 }
 
 int main(void)
@@ -157,6 +183,7 @@ int main(void)
     }
     RUN_TEST(stacks_nothing_names_are_pruned);
     RUN_TEST(shares_are_counted_from_the_maps);
+    RUN_TEST(processes_without_entries_are_not_walked);
     RUN_TEST(walks_that_fail_are_errors_not_empty_maps); /* last: it breaks the counts map */
     bpf_state_close(&bpf);
     return check_exit_code();

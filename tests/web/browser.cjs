@@ -11,18 +11,10 @@
 // one JSON object with what it saw; the Python test judges it. Any step
 // that times out or fails exits non-zero with the reason.
 'use strict';
-const fs = require('fs');
-const os = require('os');
 const path = require('path');
-const { chromium } = require('playwright-core');
+const { STEP_MS, withPage } = require('./chromium.cjs');
 
 const [base, pid, artifacts, ...names] = process.argv.slice(2);
-// How long one page state may take; a delta of 1 s adds its second.
-const STEP_MS = 20000;
-
-// The flags that work on these machines (no GPU, no network but loopback).
-const CHROMIUM_ARGS = ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
-  '--disable-background-networking', '--disable-component-update', '--disable-sync'];
 
 // Waits until #flame says it is done loading; returns its state and the status line.
 async function settled(page) {
@@ -53,18 +45,7 @@ async function settled(page) {
 }
 
 async function main() {
-  const profileDir = fs.mkdtempSync(path.join(os.tmpdir(), 'heapprof-chromium-'));
-  const context = await chromium.launchPersistentContext(profileDir, {
-    executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
-    headless: true,
-    args: CHROMIUM_ARGS,
-    viewport: { width: 1280, height: 800 },
-  });
-  const out = { console_errors: [] };
-  try {
-    const page = context.pages()[0] || await context.newPage();
-    page.on('console', (m) => { if (m.type() === 'error') out.console_errors.push(m.text()); });
-    page.on('pageerror', (e) => out.console_errors.push(String(e)));
+  const out = await withPage(async (page, out) => {
 
     await page.goto(base + '/', { timeout: STEP_MS });
     await page.waitForSelector('body[data-state=ready]', { timeout: STEP_MS });
@@ -103,10 +84,7 @@ async function main() {
     const bad = await page.goto(base + '/process?pid=abc', { timeout: STEP_MS });
     out.bad_pid = await settled(page);
     out.bad_pid.http_status = bad.status();
-  } finally {
-    await context.close();
-    fs.rmSync(profileDir, { recursive: true, force: true });
-  }
+  });
   out.expected_names = names;
   process.stdout.write(JSON.stringify(out) + '\n');
 }
