@@ -27,6 +27,7 @@
 #include "proc_info.h"
 #include "proc_maps.h"
 #include "target_slot.h"
+#include "targets_race.h"
 
 void targets_init(struct targets *t, struct bpf_state *bpf, struct unwind_manager *unwind,
                   size_t max_targets)
@@ -112,35 +113,6 @@ static void take_plan(struct target *tg, const struct allocator_plan *plan, stru
             tg->malloc_inode = plan->funcs[i].inode;
         }
     }
-}
-
-/* Whether debug messages are wanted (HEAPPROFD_DEBUG set, to anything). */
-static bool debug_log(void)
-{
-    static int on = -1;
-    if (on < 0)
-        on = getenv("HEAPPROFD_DEBUG") != NULL;
-    return on;
-}
-
-/*
- * Whether the process of `tg`, whose attach just failed, outran it: it
- * exited (or is exiting: its memory, and with it /proc/PID/exe, is gone
- * before it is a zombie, which is when /proc/PID/mem fails with ESRCH), or
- * it exec'd another program (the executable it started the attach with is
- * not its own any more). Either is no failure of ours.
- */
-static enum attach_race attach_race(const struct target *tg)
-{
-    uint64_t start_time;
-    dev_t dev;
-    ino_t ino;
-    if (proc_start_time(tg->pid, &start_time) != 0 || start_time != tg->start_time ||
-        proc_exe_identity(tg->pid, &dev, &ino) != 0)
-        return RACE_EXITED;
-    if (tg->exe_ino && (dev != tg->exe_dev || ino != tg->exe_ino))
-        return RACE_EXEC;
-    return RACE_NONE;
 }
 
 /* Puts the in-process sampler into `tg`; on failure says why (the log, the
@@ -385,9 +357,7 @@ int targets_hold_set(struct targets *t, pid_t pid, const struct holders *holders
     if (e && e != -EAGAIN)
         target_release_probes(t, tg, 0);
     enum attach_race race = e && e != -EAGAIN ? attach_race(tg) : RACE_NONE;
-    if (race != RACE_NONE && debug_log())
-        fprintf(stderr, "heapprofd: debug: pid %d %s during its attach: %s\n", (int)pid,
-                race == RACE_EXITED ? "exited" : "exec'd", err);
+    attach_race_log(pid, race, err);
     struct target_info info;
     targets_lock(t);
     finish_attach(t, slot, tg, e, t0, race);
