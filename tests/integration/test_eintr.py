@@ -5,13 +5,15 @@ that blocks every signal (signal(7), "Interruption of system calls and
 library functions by stop signals"; docs/sampler.md lists them). The
 workload (tests/workloads/eintr.c) has one thread per call, every signal
 blocked, each looping on epoll_wait, epoll_pwait, poll, select,
-sem_timedwait, nanosleep, futex (FUTEX_WAIT with a timeout) or recv with
-SO_RCVTIMEO, and one that runs a little between 1 ms epoll_waits (the
-thread an attach prefers, running, and likely blocked by the time it is
-stopped). Across 50 attach/detach cycles of the injection library, then 5
+sem_timedwait, nanosleep, futex (FUTEX_WAIT with a timeout), recv with
+SO_RCVTIMEO or ppoll, and two that run a little between 1 ms epoll_waits
+or ppolls (the thread an attach prefers, running, and likely blocked by
+the time it is stopped). epoll_pwait and ppoll wait with a signal mask of
+their own, which the kernel swaps back once they return: a stop that took
+the call's mask for the thread's would leave it with the call's. Across 50 attach/detach cycles of the injection library, then 5
 through heapprofd (delta windows, which detach at their end), no call may
 fail with EINTR: the exact bound is 0, since nothing else signals these
-threads.
+threads; and after no call may a thread be left with the call's mask.
 
 Cost: about 15 s (50 library cycles of 0-20 ms each, 5 daemon cycles of a
 little over 1 s each).
@@ -43,9 +45,9 @@ def counts(w):
         line = w._expect_line(30, "counts")
         if line == "done":
             return out
-        m = re.fullmatch(r"(\S+) calls (\d+) eintr (\d+)", line)
+        m = re.fullmatch(r"(\S+) calls (\d+) eintr (\d+) mask (\d+)", line)
         h.check(m is not None, f"eintr workload said {line!r}")
-        out[m.group(1)] = (int(m.group(2)), int(m.group(3)))
+        out[m.group(1)] = (int(m.group(2)), int(m.group(3)), int(m.group(4)))
 
 
 class EintrTest(unittest.TestCase):
@@ -63,14 +65,19 @@ class EintrTest(unittest.TestCase):
                               "processes that fell back to uprobes")
             result = counts(w)
             w.finish()
-        for call, (n, eintr) in sorted(result.items()):
-            print(f"  {call}: {n} calls, {eintr} EINTR", flush=True)
+        for call, (n, eintr, lost) in sorted(result.items()):
+            print(f"  {call}: {n} calls, {eintr} EINTR, {lost} with the thread's mask lost",
+                  flush=True)
         h.check_equal(sorted(result), sorted(["epoll_wait", "epoll_pwait", "poll", "select",
                                               "sem_timedwait", "nanosleep", "futex", "recv",
-                                              "epoll_wait_busy"]), "calls reported")
-        failed = {c: e for c, (n, e) in result.items() if e}
+                                              "epoll_wait_busy", "ppoll", "ppoll_busy"]),
+                      "calls reported")
+        failed = {c: e for c, (n, e, lost) in result.items() if e}
         h.check(not failed, f"calls that failed with EINTR during {LIBRARY_CYCLES} + "
                             f"{DAEMON_CYCLES} attach/detach cycles: {failed}")
+        lost = {c: k for c, (n, e, k) in result.items() if k}
+        h.check(not lost, f"calls after which the thread had the call's signal mask, not its "
+                          f"own: {lost}")
 
 
 if __name__ == "__main__":

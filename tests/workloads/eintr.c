@@ -8,13 +8,16 @@
  * The calls: epoll_wait, epoll_pwait, poll, select, sem_timedwait,
  * nanosleep, futex (FUTEX_WAIT with a timeout) and recv on a socket with
  * SO_RCVTIMEO, each with a WAIT_MS timeout and nothing that ever wakes it;
- * and "epoll_wait_busy", a thread that runs a little, then blocks in
- * epoll_wait for 1 ms, again and again: it is often seen running, the
- * thread an attach prefers, and is likely to have entered epoll_wait by
- * the time it is stopped.
+ * ppoll; and "epoll_wait_busy" and "ppoll_busy", threads that run a little,
+ * then block for 1 ms, again and again: they are often seen running, the
+ * thread an attach prefers, and likely to have entered their call by the
+ * time they are stopped. epoll_pwait and ppoll wait with a signal mask of
+ * their own (every signal blocked but SIGURG, which nobody sends): once
+ * the call returns, the thread's own mask (every signal) must be back,
+ * or the line says "mask N" (calls after which it was not).
  *
  * Protocol: "ready PID" once every thread loops; on a line, the threads
- * stop and it prints one line "NAME calls N eintr M" per call, then
+ * stop and it prints one line "NAME calls N eintr M mask K" per call, then
  * "done", and exits on the next line (or EOF).
  */
 #include <errno.h>
@@ -38,32 +41,55 @@
 
 /* Each call's timeout: short, so that many calls start during a test. */
 #define WAIT_MS 50
+/* How long a busy thread runs between its 1 ms waits: shorter than the
+ * tens of microseconds from an attach's look at its threads to its stop,
+ * so that a busy thread seen running is often in its call once stopped. */
+#define BUSY_NS 30000L
 
 enum call { EPOLL_WAIT, EPOLL_PWAIT, POLL, SELECT, SEM_TIMEDWAIT, NANOSLEEP, FUTEX, RECV,
-            EPOLL_WAIT_BUSY, NCALLS };
+            EPOLL_WAIT_BUSY, PPOLL, PPOLL_BUSY, NCALLS };
 
 static const char *const names[NCALLS] = {
     "epoll_wait", "epoll_pwait", "poll", "select", "sem_timedwait", "nanosleep", "futex",
-    "recv", "epoll_wait_busy",
+    "recv", "epoll_wait_busy", "ppoll", "ppoll_busy",
 };
 
 static atomic_int stopping;
-static atomic_long calls[NCALLS], eintrs[NCALLS];
+static atomic_long calls[NCALLS], eintrs[NCALLS], masks_lost[NCALLS];
 static int epfd, pipe_rd, sock;
 static sem_t sem;
 static int futex_word;
+
+/* BUSY_NS of work: a busy thread's time between its short waits. */
+static void busy(void)
+{
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    do
+        clock_gettime(CLOCK_MONOTONIC, &t);
+    while ((t.tv_sec - t0.tv_sec) * 1000000000L + t.tv_nsec - t0.tv_nsec < BUSY_NS);
+}
 
 /* One call of kind `c`: -1 with errno on failure. */
 static int one_call(enum call c)
 {
     struct epoll_event ev;
-    sigset_t all;
+    sigset_t own;
+    sigfillset(&own);
+    sigdelset(&own, SIGURG);
     switch (c) {
     case EPOLL_WAIT:
         return epoll_wait(epfd, &ev, 1, WAIT_MS);
     case EPOLL_PWAIT:
-        sigfillset(&all);
-        return epoll_pwait(epfd, &ev, 1, WAIT_MS, &all);
+        return epoll_pwait(epfd, &ev, 1, WAIT_MS, &own);
+    case PPOLL:
+    case PPOLL_BUSY: {
+        struct pollfd p = {.fd = pipe_rd, .events = POLLIN};
+        struct timespec ts = {0, (c == PPOLL ? WAIT_MS : 1) * 1000000L};
+        if (c == PPOLL_BUSY)
+            busy();
+        return ppoll(&p, 1, &ts, &own);
+    }
     case POLL: {
         struct pollfd p = {.fd = pipe_rd, .events = POLLIN};
         return poll(&p, 1, WAIT_MS);
@@ -100,15 +126,9 @@ static int one_call(enum call c)
         ssize_t r = recv(sock, &b, 1, 0);
         return r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) ? 0 : (int)r;
     }
-    case EPOLL_WAIT_BUSY: {
-        /* About 200 us of work, then a short wait. */
-        struct timespec t0, t;
-        clock_gettime(CLOCK_MONOTONIC, &t0);
-        do
-            clock_gettime(CLOCK_MONOTONIC, &t);
-        while ((t.tv_sec - t0.tv_sec) * 1000000000L + t.tv_nsec - t0.tv_nsec < 200000L);
+    case EPOLL_WAIT_BUSY:
+        busy();
         return epoll_wait(epfd, &ev, 1, 1);
-    }
     default:
         return 0;
     }
@@ -129,6 +149,12 @@ static void *loop(void *arg)
     enum call c = (enum call)(long)arg;
     while (!atomic_load(&stopping)) {
         int r = one_call(c);
+        int err = errno;
+        sigset_t now;
+        pthread_sigmask(SIG_SETMASK, NULL, &now);
+        if (sigismember(&now, SIGURG) != 1)
+            atomic_fetch_add(&masks_lost[c], 1);
+        errno = err;
         atomic_fetch_add(&calls[c], 1);
         if (r < 0 && errno == EINTR)
             atomic_fetch_add(&eintrs[c], 1);
@@ -175,8 +201,9 @@ int main(void)
         pthread_join(threads[c], NULL);
     for (int c = 0; c < NCALLS; c++) {
         char line[128];
-        int n = snprintf(line, sizeof(line), "%s calls %ld eintr %ld\n", names[c],
-                         atomic_load(&calls[c]), atomic_load(&eintrs[c]));
+        int n = snprintf(line, sizeof(line), "%s calls %ld eintr %ld mask %ld\n", names[c],
+                         atomic_load(&calls[c]), atomic_load(&eintrs[c]),
+                         atomic_load(&masks_lost[c]));
         if (write(1, line, (size_t)n) != n)
             return 2;
     }
