@@ -10,12 +10,15 @@ SO_RCVTIMEO or ppoll, and two that run a little between 1 ms epoll_waits
 or ppolls (the thread an attach prefers, running, and likely blocked by
 the time it is stopped). epoll_pwait and ppoll wait with a signal mask of
 their own, which the kernel swaps back once they return: a stop that took
-the call's mask for the thread's would leave it with the call's. Across 50 attach/detach cycles of the injection library, then 5
-through heapprofd (delta windows, which detach at their end), no call may
-fail with EINTR: the exact bound is 0, since nothing else signals these
-threads; and after no call may a thread be left with the call's mask.
+the call's mask for the thread's would leave it with the call's.
 
-Cost: about 15 s (50 library cycles of 0-20 ms each, 5 daemon cycles of a
+Across 50 attach/detach cycles of the injection library, then 5 through
+heapprofd (delta windows, which detach at their end), no call may fail
+with EINTR: the exact bound is 0, since nothing else signals these
+threads; and after no call may a thread be left with the call's mask.
+Without the restart in thread_stop.c, 2-4 EINTRs a run.
+
+Cost: about 8 s (50 library cycles of 0-20 ms each, 5 daemon cycles of a
 little over 1 s each).
 """
 
