@@ -135,9 +135,11 @@ static int try_inprocess(struct targets *t, struct target *tg, const struct allo
     free(tg->inproc);
     tg->inproc = NULL;
     /* A process that exited or exec'd meanwhile is no fallback: the uprobes
-     * would fail too, or probe what is no longer its program. */
+     * would fail too, or probe what is no longer its program. The caller
+     * tells which (attach_race() again); inject's -EAGAIN ("no thread can
+     * be stopped now") must not read as the linker's. */
     if (attach_race(tg) != RACE_NONE)
-        return e;
+        return -ESRCH;
     fprintf(stderr, "heapprofd: pid %d: in-process sampler not used, uprobes instead: %s\n",
             (int)tg->pid, tg->sampler_note);
     tg->fell_back = 1;
