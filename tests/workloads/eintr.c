@@ -46,12 +46,24 @@
  * so that a busy thread seen running is often in its call once stopped. */
 #define BUSY_NS 30000L
 
-enum call { EPOLL_WAIT, EPOLL_PWAIT, POLL, SELECT, SEM_TIMEDWAIT, NANOSLEEP, FUTEX, RECV,
-            EPOLL_WAIT_BUSY, PPOLL, PPOLL_BUSY, NCALLS };
+enum call {
+    EPOLL_WAIT,
+    EPOLL_PWAIT,
+    POLL,
+    SELECT,
+    SEM_TIMEDWAIT,
+    NANOSLEEP,
+    FUTEX,
+    RECV,
+    EPOLL_WAIT_BUSY,
+    PPOLL,
+    PPOLL_BUSY,
+    NCALLS
+};
 
 static const char *const names[NCALLS] = {
-    "epoll_wait", "epoll_pwait", "poll", "select", "sem_timedwait", "nanosleep", "futex",
-    "recv", "epoll_wait_busy", "ppoll", "ppoll_busy",
+    "epoll_wait", "epoll_pwait",     "poll",  "select",     "sem_timedwait", "nanosleep", "futex",
+    "recv",       "epoll_wait_busy", "ppoll", "ppoll_busy",
 };
 
 static atomic_int stopping;
@@ -201,9 +213,9 @@ int main(void)
         pthread_join(threads[c], NULL);
     for (int c = 0; c < NCALLS; c++) {
         char line[128];
-        int n = snprintf(line, sizeof(line), "%s calls %ld eintr %ld mask %ld\n", names[c],
-                         atomic_load(&calls[c]), atomic_load(&eintrs[c]),
-                         atomic_load(&masks_lost[c]));
+        int n =
+            snprintf(line, sizeof(line), "%s calls %ld eintr %ld mask %ld\n", names[c],
+                     atomic_load(&calls[c]), atomic_load(&eintrs[c]), atomic_load(&masks_lost[c]));
         if (write(1, line, (size_t)n) != n)
             return 2;
     }
