@@ -3,7 +3,11 @@
  * CHILD_MS ms, free everything they hold, and exit, for test_fork_children.py:
  * a child's kept profile must show nothing in use (issue 26, item 2).
  *
- * Usage: forkfree WAVES PER_WAVE. Prints "ready <pid>"; on each line it
+ * Given PROGRAM ARG..., each child instead churns for a random 0-CHILD_MS
+ * ms and then execs it: its exec races with its attach
+ * (test_fork_children.py: no attach error).
+ *
+ * Usage: forkfree WAVES PER_WAVE [PROGRAM ARG...]. Prints "ready <pid>"; on each line it
  * forks PER_WAVE children, prints "wave PID PID ...", waits for them and
  * prints "exited" (or "failed PID" first for a child that did not exit
  * with 0); after WAVES waves it prints "done" and exits on the next line.
@@ -32,11 +36,11 @@ static uint64_t now_ns(void)
 }
 
 /* The child's allocations: blocks of 16 B to 64 KiB, HELD at a time, each
- * replaced by a new one, for CHILD_MS; everything freed at the end. */
-__attribute__((noinline)) static void child_churns(unsigned seed)
+ * replaced by a new one, for `ms`; everything freed at the end. */
+__attribute__((noinline)) static void child_churns(unsigned seed, unsigned ms)
 {
     static void *held[HELD];
-    uint64_t end = now_ns() + CHILD_MS * 1000000ull;
+    uint64_t end = now_ns() + ms * 1000000ull;
     for (unsigned i = 0; now_ns() < end; i++) {
         unsigned k = (unsigned)rand_r(&seed) % HELD;
         free(held[k]);
@@ -56,8 +60,9 @@ __attribute__((noinline)) static void child_churns(unsigned seed)
 
 int main(int argc, char **argv)
 {
-    if (argc != 3)
-        handshake_die("usage: forkfree WAVES PER_WAVE");
+    if (argc < 3)
+        handshake_die("usage: forkfree WAVES PER_WAVE [PROGRAM ARG...]");
+    char **program = argc > 3 ? argv + 3 : NULL;
     int waves = atoi(argv[1]), per_wave = atoi(argv[2]);
     if (per_wave < 1 || per_wave > MAX_PER_WAVE)
         handshake_die("forkfree: PER_WAVE out of range");
@@ -72,8 +77,14 @@ int main(int argc, char **argv)
             kids[i] = fork();
             if (kids[i] < 0)
                 handshake_die("forkfree: fork failed");
+            if (kids[i] == 0 && program) {
+                unsigned seed = (unsigned)getpid();
+                child_churns(seed, (unsigned)rand_r(&seed) % CHILD_MS);
+                execv(program[0], program);
+                _exit(3);
+            }
             if (kids[i] == 0) {
-                child_churns((unsigned)getpid());
+                child_churns((unsigned)getpid(), CHILD_MS);
                 _exit(0);
             }
             len += (size_t)snprintf(line + len, sizeof(line) - len, " %d", (int)kids[i]);
