@@ -31,8 +31,11 @@ static int attach_classic(struct bpf_state *bpf, pid_t pid, size_t slot,
                           const struct allocator_plan *plan, struct probe_links *out, char *err,
                           size_t errlen)
 {
-    for (size_t i = 0; i < plan->n; i++) {
-        const struct allocator_func *f = &plan->funcs[i];
+    /* free's probes first: see attach_object_link(). */
+    for (size_t k = 0; k < 2 * plan->n; k++) {
+        const struct allocator_func *f = &plan->funcs[k % plan->n];
+        if ((f->kind == HP_FREE) != (k < plan->n))
+            continue;
         uint64_t cookie = HP_COOKIE(slot, f->kind);
         struct bpf_link *l = attach_probe(bpf_state_entry_program(bpf), pid, f, cookie, 0);
         if (l)
@@ -62,15 +65,22 @@ static int attach_object_link(pid_t pid, size_t slot, const struct allocator_pla
     uint64_t offsets[HP_MAX_FUNCS], cookies[HP_MAX_FUNCS];
     uint32_t cnt = 0;
     const char *path = NULL;
-    for (size_t i = 0; i < plan->n; i++) {
-        const struct allocator_func *f = &plan->funcs[i];
-        if (strcmp(f->object_path, obj) != 0 || (alloc_only && f->kind == HP_FREE))
-            continue;
-        path = path ? path : f->open_path;
-        offsets[cnt] = f->file_offset;
-        cookies[cnt] = HP_COOKIE(slot, f->kind);
-        cnt++;
-    }
+    /* The kernel registers a link's offsets one after the other, in this
+     * order, each over every process mapping the file (milliseconds for
+     * libc): free's first, so that no allocation is recorded while its
+     * free could go unseen (a forked child that frees everything and
+     * exits showed megabytes in use, test_fork_children.py). */
+    for (int frees = 1; frees >= 0; frees--)
+        for (size_t i = 0; i < plan->n; i++) {
+            const struct allocator_func *f = &plan->funcs[i];
+            if (strcmp(f->object_path, obj) != 0 || (f->kind == HP_FREE) != frees ||
+                (alloc_only && f->kind == HP_FREE))
+                continue;
+            path = path ? path : f->open_path;
+            offsets[cnt] = f->file_offset;
+            cookies[cnt] = HP_COOKIE(slot, f->kind);
+            cnt++;
+        }
     if (cnt == 0)
         return 0;
     int fd = uprobe_link_create(prog_fd, attach_type, path, offsets, cookies, cnt, flags, pid);

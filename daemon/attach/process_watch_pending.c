@@ -76,7 +76,13 @@ static void finish_pending(struct process_watch *w, const struct pending *p, int
     else
         count_exec_missed(w, p, e);
     if (e == 0 && p->parent) {
-        watch_count(w, &w->stats.forks_attached, 1);
+        static const unsigned bounds_ms[FORK_DELAY_BUCKETS] = FORK_DELAY_BOUNDS_MS;
+        pthread_mutex_lock(&w->lock);
+        w->stats.forks_attached++;
+        w->stats.fork_delay_ns += delay;
+        for (size_t b = 0; b < FORK_DELAY_BUCKETS; b++)
+            w->stats.fork_delay_buckets[b] += delay <= bounds_ms[b] * 1000000ull;
+        pthread_mutex_unlock(&w->lock);
     } else if (e == 0 && p->reattach) {
         /* a target that exec'd: counted by the table (reattached_total) */
     } else if (e == 0) {
@@ -84,8 +90,9 @@ static void finish_pending(struct process_watch *w, const struct pending *p, int
         w->stats.exec_attached++;
         w->stats.exec_attach_delay_ns += delay;
         pthread_mutex_unlock(&w->lock);
-    } else if (e == -ESRCH) {
-        /* gone already */
+    } else if (e == -ESRCH || e == -EAGAIN) {
+        /* Gone already, or exec'd during its attach (targets.c counts both
+         * apart from errors): its exec is news of its own. */
     } else if (p->parent) {
         /* Uprobes' breakpoints can be taken out; an in-process sampler's
          * patch cannot be by a uprobe (removing one writes the file's

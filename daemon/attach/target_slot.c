@@ -23,9 +23,13 @@ uint64_t target_release_probes(struct targets *t, struct target *tg, int keep_st
 {
     uint64_t t0 = monotonic_ns();
     if (tg->inproc) {
+        /* Set again only by a stop that happens: a process gone already
+         * leaves nothing to restore, and its attach's figure stays its. */
+        tg->inproc->inj.stopped_ns = 0;
+        uint64_t stopped = inprocess_detach(tg->inproc);
         /* Callers may or may not hold the lock: a plain atomic store. */
-        __atomic_store_n(&t->counters.last_restore_stop_ns, inprocess_detach(tg->inproc),
-                         __ATOMIC_RELAXED);
+        if (stopped)
+            __atomic_store_n(&t->counters.last_restore_stop_ns, stopped, __ATOMIC_RELAXED);
         free(tg->inproc);
         tg->inproc = NULL;
     }

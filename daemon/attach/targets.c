@@ -27,6 +27,7 @@
 #include "proc_info.h"
 #include "proc_maps.h"
 #include "target_slot.h"
+#include "targets_race.h"
 
 void targets_init(struct targets *t, struct bpf_state *bpf, struct unwind_manager *unwind,
                   size_t max_targets)
@@ -115,8 +116,9 @@ static void take_plan(struct target *tg, const struct allocator_plan *plan, stru
 }
 
 /* Puts the in-process sampler into `tg`; on failure says why (the log, the
- * index and /metrics) and returns non-zero: the caller attaches uprobes.
- * Called without the lock, like attach(). */
+ * index and /metrics) and returns 0: the caller attaches uprobes; or, for
+ * a process that exited or exec'd meanwhile, the error, quietly (the
+ * caller counts the race). Called without the lock, like attach(). */
 static int try_inprocess(struct targets *t, struct target *tg, const struct allocator_plan *plan,
                          const struct hold_request *how)
 {
@@ -132,15 +134,18 @@ static int try_inprocess(struct targets *t, struct target *tg, const struct allo
         return 0;
     if (e == -ENOMEM && !tg->sampler_note[0])
         snprintf(tg->sampler_note, sizeof(tg->sampler_note), "out of memory");
-    uint64_t start_time;
-    /* A process that exited meanwhile is no fallback: the uprobes fail too. */
-    if (proc_start_time(tg->pid, &start_time) == 0 && start_time == tg->start_time)
-        fprintf(stderr, "heapprofd: pid %d: in-process sampler not used, uprobes instead: %s\n",
-                (int)tg->pid, tg->sampler_note);
     free(tg->inproc);
     tg->inproc = NULL;
+    /* A process that exited or exec'd meanwhile is no fallback: the uprobes
+     * would fail too, or probe what is no longer its program. The caller
+     * tells which (attach_race() again); inject's -EAGAIN ("no thread can
+     * be stopped now") must not read as the linker's. */
+    if (attach_race(tg) != RACE_NONE)
+        return -ESRCH;
+    fprintf(stderr, "heapprofd: pid %d: in-process sampler not used, uprobes instead: %s\n",
+            (int)tg->pid, tg->sampler_note);
     tg->fell_back = 1;
-    return e;
+    return 0;
 }
 
 /* The allocator of process tg->pid, into `plan`: -EAGAIN for a process
@@ -170,6 +175,10 @@ static int attach(struct targets *t, size_t slot, struct target *tg, const struc
     struct hp_image img;
     pid_t pid = tg->pid;
     tg->attached_ns = monotonic_ns(); /* before the maps: an exec after this is news */
+    /* The program it runs as we start: an exec during the attach is told
+     * from a failure by it (attach_race()). */
+    if (proc_exe_identity(pid, &tg->exe_dev, &tg->exe_ino) != 0)
+        tg->exe_ino = 0;
     int e = proc_maps_read(pid, &tg->last_maps);
     if (e) {
         snprintf(err, errlen, "read /proc/%d/maps: %s", (int)pid, strerror(-e));
@@ -180,8 +189,6 @@ static int attach(struct targets *t, size_t slot, struct target *tg, const struc
     e = resolve(tg, how, &plan, err, errlen);
     if (e)
         return e;
-    if (proc_exe_identity(pid, &tg->exe_dev, &tg->exe_ino) != 0)
-        tg->exe_ino = 0;
     target_refresh_facts(tg);
     take_plan(tg, &plan, &img);
     /* Tables, ranges and a zeroed hit counter before the first probe fires. */
@@ -196,10 +203,13 @@ static int attach(struct targets *t, size_t slot, struct target *tg, const struc
         e = bpf_state_zero_hits(t->bpf, (uint32_t)slot);
     if (e)
         snprintf(err, errlen, "set the code ranges of pid %d: %s", (int)pid, strerror(-e));
-    else if (tg->wanted == SAMPLER_INPROCESS && try_inprocess(t, tg, &plan, how) == 0)
+    else if (tg->wanted == SAMPLER_INPROCESS && (e = try_inprocess(t, tg, &plan, how)) == 0 &&
+             tg->inproc)
         ; /* the report probes are attached */
-    else
+    else if (e == 0)
         e = probe_links_attach(t->bpf, pid, slot, &plan, &tg->probes, err, errlen);
+    else
+        snprintf(err, errlen, "%s", tg->sampler_note); /* it exited or exec'd meanwhile */
     allocator_plan_free(&plan);
     if (e == 0 && proc_cpu_time_ns(pid, &tg->cpu_ns_at_attach) == 0)
         tg->cpu_ns_last = tg->cpu_ns_at_attach;
@@ -267,14 +277,18 @@ restart:
     return 0;
 }
 
-/* Under the lock: ends the attach of `tg` in `slot`, which took since `t0`. */
-static void finish_attach(struct targets *t, size_t slot, struct target *tg, int e, uint64_t t0)
+/* Under the lock: ends the attach of `tg` in `slot`, which took since `t0`;
+ * one that failed because its process outran it is counted as that `race`. */
+static void finish_attach(struct targets *t, size_t slot, struct target *tg, int e, uint64_t t0,
+                          enum attach_race race)
 {
     assert_locked(t);
     if (e) {
         tg->state = TARGET_ENDED;
         t->slot[slot] = NULL;
-        if (e != -EAGAIN)
+        if (race != RACE_NONE)
+            t->counters.attach_raced[race]++;
+        else if (e != -EAGAIN)
             t->counters.attach_errors++;
     } else {
         tg->state = TARGET_LIVE;
@@ -346,21 +360,26 @@ int targets_hold_set(struct targets *t, pid_t pid, const struct holders *holders
      * to wait for the linker made nothing yet (and is tried every ms). */
     if (e && e != -EAGAIN)
         target_release_probes(t, tg, 0);
+    enum attach_race race = e && e != -EAGAIN ? attach_race(tg) : RACE_NONE;
+    attach_race_log(pid, race, err);
     struct target_info info;
     targets_lock(t);
-    finish_attach(t, slot, tg, e, t0);
+    finish_attach(t, slot, tg, e, t0, race);
     t->counters.reattached_total += e == 0 && how->reattach;
     t->counters.inprocess_fallbacks += (uint64_t)(e == 0 && tg->fell_back);
-    if (e == 0 && tg->inproc)
+    if (e == 0 && tg->inproc && tg->inproc->inj.stopped) /* a fork child is taken over unstopped */
         t->counters.last_inject_stop_ns = tg->inproc->inj.stopped_ns;
     if (e == 0)
         target_info_copy(t, tg, &info); /* once unlocked, it may go at any time */
     targets_unlock(t);
     if (e) {
         target_free(tg);
-        if (e == -ENOENT && proc_start_time(pid, &start_time) != 0) {
+        if (race == RACE_EXITED || (e == -ENOENT && proc_start_time(pid, &start_time) != 0)) {
             snprintf(err, errlen, "process %d does not exist", (int)pid);
             e = -ESRCH; /* it exited while we attached */
+        } else if (race == RACE_EXEC) {
+            snprintf(err, errlen, "process %d exec'd during its attach: ask again", (int)pid);
+            e = -EAGAIN;
         }
         return e;
     }

@@ -70,8 +70,13 @@ struct targets_settings {
 };
 
 /* What the table has done since start, for /metrics. */
+/* Why an attach that failed was no failure: the process exited or exec'd
+ * while it ran (counted apart from attach_errors, logged at debug level). */
+enum attach_race { RACE_NONE = 0, RACE_EXITED, RACE_EXEC, RACE_KINDS };
+
 struct targets_counters {
-    uint64_t attach_errors;
+    uint64_t attach_errors;        /* failures of a process still there, as it was */
+    uint64_t attach_raced[RACE_KINDS]; /* attaches its process outran (enum attach_race) */
     uint64_t attached_total;
     uint64_t detached_total;
     uint64_t idle_detached_total;  /* let go with nothing holding them */

@@ -240,6 +240,22 @@ static int write_watch_metrics(struct daemon_ctx *ctx, struct strbuf *out)
                           (unsigned long long)w.exec_missed[EXEC_MISSED_EXITED],
                           (unsigned long long)w.exec_missed[EXEC_MISSED_MAX_TARGETS],
                           (unsigned long long)w.exec_missed[EXEC_MISSED_ERROR]);
+    static const unsigned bounds_ms[FORK_DELAY_BUCKETS] = FORK_DELAY_BOUNDS_MS;
+    if (e == 0)
+        e = strbuf_printf(out,
+                          "# HELP heapprofd_fork_attach_seconds Delay from fork to attached, "
+                          "of children of profiled processes.\n"
+                          "# TYPE heapprofd_fork_attach_seconds histogram\n");
+    for (size_t b = 0; b < FORK_DELAY_BUCKETS && e == 0; b++)
+        e = strbuf_printf(out, "heapprofd_fork_attach_seconds_bucket{le=\"%g\"} %llu\n",
+                          bounds_ms[b] / 1e3, (unsigned long long)w.fork_delay_buckets[b]);
+    if (e == 0)
+        e = strbuf_printf(out,
+                          "heapprofd_fork_attach_seconds_bucket{le=\"+Inf\"} %llu\n"
+                          "heapprofd_fork_attach_seconds_sum %.6f\n"
+                          "heapprofd_fork_attach_seconds_count %llu\n",
+                          (unsigned long long)w.forks_attached, w.fork_delay_ns / 1e9,
+                          (unsigned long long)w.forks_attached);
     return e;
 }
 
@@ -353,7 +369,18 @@ static int write_target_counters(struct daemon_ctx *ctx, struct strbuf *out)
                         targets_list(ctx->targets, NULL, 0));
     if (e == 0)
         e = emit_metric(out, "attach_errors_total", "counter",
-                        "Attempts to profile a process that failed.", errors);
+                        "Attempts to profile a process that failed, the process still there "
+                        "(races with its exit or exec are heapprofd_attach_raced_total).",
+                        errors);
+    if (e == 0)
+        e = strbuf_printf(out,
+                          "# HELP heapprofd_attach_raced_total Attaches that failed because "
+                          "their process exited or exec'd meanwhile: no error.\n"
+                          "# TYPE heapprofd_attach_raced_total counter\n"
+                          "heapprofd_attach_raced_total{reason=\"exited\"} %llu\n"
+                          "heapprofd_attach_raced_total{reason=\"exec\"} %llu\n",
+                          (unsigned long long)c.attach_raced[RACE_EXITED],
+                          (unsigned long long)c.attach_raced[RACE_EXEC]);
     if (e == 0)
         e = emit_metric(out, "attached_total", "counter", "Processes attached.", attached);
     if (e == 0)

@@ -470,7 +470,11 @@ static void *run_job(void *arg)
      * then the stub stays, in bytes no code reaches. */
     if (j->stub_written && !j->abandoned && !j->st.returned) {
         uint8_t zero[REMOTE_STUB_SIZE] = {0};
-        if (write_mem(j->mem_fd, j->stub, zero, sizeof(zero)) != 0)
+        uint64_t start_time;
+        /* A process exiting meanwhile has no memory left to write: not news. */
+        if (write_mem(j->mem_fd, j->stub, zero, sizeof(zero)) != 0 &&
+            proc_start_time(j->pid, &start_time) == 0 && start_time == j->s->start_time &&
+            !proc_is_exiting(j->pid))
             fprintf(stderr, "heapprofd: process %d: could not erase the system call stub at "
                     "0x%llx\n", (int)j->pid, (unsigned long long)j->stub);
     }

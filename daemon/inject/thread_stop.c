@@ -134,19 +134,125 @@ static long task_status_field(pid_t pid, pid_t tid, const char *field)
 }
 
 /* The system call thread `tid` is blocked in: its number, -1 when it runs
- * or is blocked outside one, -2 when it cannot be read. */
-static long task_syscall(pid_t pid, pid_t tid)
+ * or is blocked outside one, -2 when it cannot be read; its arguments in
+ * `args`. */
+static long task_syscall(pid_t pid, pid_t tid, uint64_t args[6])
 {
-    char path[64], buf[64];
+    char path[64], buf[256];
     snprintf(path, sizeof(path), "/proc/%d/task/%d/syscall", (int)pid, (int)tid);
     FILE *f = fopen(path, "re");
     if (!f)
         return -2;
     long nr = -2;
-    if (fgets(buf, sizeof(buf), f))
-        nr = strncmp(buf, "running", 7) == 0 ? -1 : strtol(buf, NULL, 10);
+    memset(args, 0, 6 * sizeof(args[0]));
+    if (fgets(buf, sizeof(buf), f)) {
+        char *p = buf;
+        nr = strncmp(buf, "running", 7) == 0 ? -1 : strtol(buf, &p, 10);
+        for (int i = 0; i < 6 && nr >= 0; i++)
+            args[i] = strtoull(p, &p, 16);
+    }
     fclose(f);
     return nr < -1 ? -1 : nr;
+}
+
+/* How a call the thread is blocked in goes on after a stop. */
+enum blocked_call {
+    CALL_RESTARTS,      /* made again from its arguments, where it was */
+    CALL_RESTART_BLOCK, /* made again from its restart block, which restart_interrupted_call()
+                         * turns into the first kind, its timeout whole again */
+    CALL_FAILS,         /* fails with EINTR, or cannot be made again (restart_syscall) */
+};
+
+/* How call `nr` with `args` goes on after a stop (kernel/time/hrtimer.c,
+ * fs/select.c and kernel/futex/waitwake.c say which use a restart block). */
+static enum blocked_call blocked_call_kind(long nr, const uint64_t args[6])
+{
+    if (!thread_stop_syscall_safe(nr) || nr == SYS_restart_syscall)
+        return CALL_FAILS;
+    switch (nr) {
+    case SYS_nanosleep:
+        return CALL_RESTART_BLOCK;
+    case SYS_clock_nanosleep:
+        return args[1] & 1 /* TIMER_ABSTIME */ ? CALL_RESTARTS : CALL_RESTART_BLOCK;
+    case SYS_poll:
+        return (int)args[2] >= 0 ? CALL_RESTART_BLOCK : CALL_RESTARTS;
+    case SYS_futex:
+        return args[3] ? CALL_RESTART_BLOCK : CALL_RESTARTS;
+    default:
+        return CALL_RESTARTS;
+    }
+}
+
+/* A mask field of /proc/PID/task/TID/status (SigPnd, ShdPnd, SigBlk,
+ * SigIgn): hexadecimal; 0 if absent. */
+static uint64_t task_status_mask(pid_t pid, pid_t tid, const char *field)
+{
+    char path[64], line[256];
+    snprintf(path, sizeof(path), "/proc/%d/task/%d/status", (int)pid, (int)tid);
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return 0;
+    uint64_t v = 0;
+    size_t n = strlen(field);
+    while (fgets(line, sizeof(line), f))
+        if (strncmp(line, field, n) == 0 && line[n] == ':') {
+            v = strtoull(line + n + 1, NULL, 16);
+            break;
+        }
+    fclose(f);
+    return v;
+}
+
+/* The kernel's code for a call it restarts through the thread's restart
+ * block (nanosleep, poll and futex waits with a timeout), which
+ * <errno.h> does not name. */
+#define ERESTART_RESTARTBLOCK_ 516
+
+/*
+ * Two ways a stop could show, fixed before the thread runs anything of
+ * ours; each is undone by making the thread's call again, from its own
+ * arguments, as the kernel restarts a call:
+ *
+ * - A thread seen running when the candidates were listed may have
+ *   entered a call that a stop fails with EINTR (epoll_wait, recv with
+ *   SO_RCVTIMEO, ...) by the time our interrupt reached it: it is stopped
+ *   on its way out, EINTR in rax and the call's number in orig_rax.
+ * - A call restarted through the thread's restart block (rax
+ *   -ERESTART_RESTARTBLOCK: nanosleep, poll, futex with a timeout) would
+ *   be resumed by restart_syscall from whatever the block holds when the
+ *   thread goes on: the installer's own futex wait, interrupted when we
+ *   stop it again, writes its restart there, and poll came back with the
+ *   installer's ETIMEDOUT (tests/integration/test_eintr.py).
+ *
+ * Unless a signal the thread may take is pending: then the EINTR is that
+ * signal's, and the kernel's delivery decides, as it would have. The call
+ * starts again with its whole timeout: for a thread seen running, it had
+ * entered the call only since it was listed, microseconds ago, which is
+ * all it waits more; one chosen while blocked in a call with a restart
+ * block (the last choice, candidates()) may wait up to that much longer.
+ * Returns 1 if the call is made again.
+ */
+static int restart_interrupted_call(struct stopped_thread *st)
+{
+    int64_t nr = (int64_t)st->regs.orig_rax, rax = (int64_t)st->regs.rax;
+    if (nr < 0 || !((rax == -EINTR && !thread_stop_syscall_safe(nr)) ||
+                    rax == -ERESTART_RESTARTBLOCK_))
+        return 0;
+    uint64_t pending = task_status_mask(st->pid, st->tid, "SigPnd") |
+                       task_status_mask(st->pid, st->tid, "ShdPnd");
+    uint64_t unseen = task_status_mask(st->pid, st->tid, "SigBlk") |
+                      task_status_mask(st->pid, st->tid, "SigIgn");
+    if (pending & ~unseen)
+        return 0;
+    /* Only a 64-bit `syscall` instruction is made again. */
+    uint8_t insn[2];
+    if (pread(st->mem_fd, insn, 2, (off_t)(st->regs.rip - 2)) != 2 || insn[0] != 0x0f ||
+        insn[1] != 0x05)
+        return 0;
+    st->regs.rax = st->regs.orig_rax;
+    st->regs.rip -= 2;
+    st->regs.orig_rax = (uint64_t)-1; /* nothing for the kernel to restart on top */
+    return 1;
 }
 
 /* Keeps the siginfo of the signal-delivery stop the thread is in. */
@@ -237,6 +343,8 @@ static int try_thread(struct stopped_thread *st, pid_t tid, const char **why)
         let_go(st, status);
         return 1;
     }
+    if (!signal_delivery(status))
+        restart_interrupted_call(st);
     if (signal_delivery(status))
         hold_signal(st); /* suppressed by our first resume, queued again at release */
     /* Signals that come while we hold it wait, pending, as they would for
@@ -249,17 +357,19 @@ static int try_thread(struct stopped_thread *st, pid_t tid, const char **why)
 }
 
 /* Candidate threads in order of preference: running, blocked outside a
- * system call, blocked in one that restarts. */
+ * system call, blocked in one that restarts, blocked in one that restarts
+ * from its restart block (restart_interrupted_call()). */
 static size_t candidates(pid_t pid, pid_t *out, size_t cap, int *skipped_seccomp,
                          int *tracer, int *skipped_syscall)
 {
+    enum { RUNNING, BLOCKED_OUTSIDE, IN_RESTARTING_CALL, IN_RESTART_BLOCK_CALL, CLASSES };
     char path[64];
     snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
     DIR *d = opendir(path);
     if (!d)
         return 0;
-    pid_t cls[3][THREAD_MAX_CANDIDATES];
-    size_t ncls[3] = {0, 0, 0};
+    pid_t cls[CLASSES][THREAD_MAX_CANDIDATES];
+    size_t ncls[CLASSES] = {0};
     struct dirent *de;
     while ((de = readdir(d)) != NULL) {
         pid_t tid = (pid_t)atoi(de->d_name);
@@ -274,13 +384,17 @@ static size_t candidates(pid_t pid, pid_t *out, size_t cap, int *skipped_seccomp
             (*skipped_seccomp)++;
             continue;
         }
-        long nr = task_syscall(pid, tid);
-        int c = nr == -1 ? 0 : thread_stop_syscall_safe(nr) ? 2 : -1;
-        if (c < 0) {
-            (*skipped_syscall)++;
-            continue;
-        }
-        if (c == 0) {
+        uint64_t args[6];
+        long nr = task_syscall(pid, tid, args);
+        int c = RUNNING;
+        if (nr >= 0) {
+            enum blocked_call k = blocked_call_kind(nr, args);
+            if (k == CALL_FAILS) {
+                (*skipped_syscall)++;
+                continue;
+            }
+            c = k == CALL_RESTARTS ? IN_RESTARTING_CALL : IN_RESTART_BLOCK_CALL;
+        } else {
             char state[64];
             snprintf(state, sizeof(state), "/proc/%d/task/%d/stat", (int)pid, (int)tid);
             FILE *f = fopen(state, "re");
@@ -290,14 +404,14 @@ static size_t candidates(pid_t pid, pid_t *out, size_t cap, int *skipped_seccomp
                     s = 'R';
                 fclose(f);
             }
-            c = s == 'R' ? 0 : 1;
+            c = s == 'R' ? RUNNING : BLOCKED_OUTSIDE;
         }
         if (ncls[c] < THREAD_MAX_CANDIDATES)
             cls[c][ncls[c]++] = tid;
     }
     closedir(d);
     size_t n = 0;
-    for (int c = 0; c < 3; c++)
+    for (int c = 0; c < CLASSES; c++)
         for (size_t i = 0; i < ncls[c] && n < cap; i++)
             out[n++] = cls[c][i];
     return n;

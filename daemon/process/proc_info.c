@@ -219,3 +219,20 @@ int proc_status_ids(pid_t pid, unsigned uids[3], unsigned gids[3], uid_t *owner)
     fclose(f);
     return found == 3 ? 0 : -ESRCH;
 }
+
+bool proc_is_exiting(pid_t pid)
+{
+    char path[64], buf[1024];
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return true;
+    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    const char *p = strrchr(buf, ')'); /* the comm may hold anything */
+    unsigned long flags;
+    if (!p || sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %lu", &flags) != 1)
+        return true;
+    return flags & 0x4; /* PF_EXITING, include/linux/sched.h */
+}

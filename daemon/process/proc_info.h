@@ -15,6 +15,11 @@
 /* Start time in clock ticks since boot (field 22 of /proc/PID/stat); -ESRCH if
  * gone or a zombie (which has no memory left). */
 int proc_start_time(pid_t pid, uint64_t *ticks);
+
+/* Whether process `pid` is exiting: PF_EXITING in the flags of
+ * /proc/PID/stat (the ninth field), set as do_exit() starts, well before
+ * the process is a zombie; true when they cannot be read (it is gone). */
+bool proc_is_exiting(pid_t pid);
 /* The CPU time (user and system) all threads of the process have used,
  * in ns, at the clock tick's resolution; a zombie's too. -ESRCH if gone. */
 int proc_cpu_time_ns(pid_t pid, uint64_t *ns);

@@ -109,6 +109,8 @@ static int add_part(struct bpf_state *bpf, struct symbol_cache *cache, struct pp
     snprintf(pid_text, sizeof(pid_text), "%d", (int)part->pid);
     struct pprof_label labels[2] = {{"pid", pid_text}, {"comm", part->comm ? part->comm : ""}};
     int e = profile_frames_new(part->pid, maps, cache, p, spec->symbolize, &frames);
+    if (e == 0 && part->exited_start)
+        profile_frames_set_exited(frames, part->exited_start, part->exited_exe);
     if (e == 0 && first)
         profile_frames_add_main(frames); /* pprof takes the first mapping as the main binary */
     for (size_t i = 0; i < part->n && e == 0; i++)

@@ -33,6 +33,8 @@ struct heap_profile_part {
     const struct proc_maps *maps;      /* its memory map; NULL: read /proc/PID/maps */
     const struct stack_counts *counts; /* fixed-point BPF values */
     size_t n;
+    uint64_t exited_start;             /* an exited process's start time (0: it runs), */
+    const char *exited_exe;            /* and executable: JIT names from what it left */
 };
 
 /*

@@ -49,6 +49,8 @@ struct profile_frames {
     bool perf_map_tried;
     struct perf_map *perf_map; /* a reference, or NULL: the process's JIT names */
     char jit_name[80];         /* "[jit node]": JIT code without a name, "" until needed */
+    uint64_t exited_start;     /* an exited process's start time (0: it runs) */
+    const char *exited_exe;    /* and its executable's path, or NULL */
     const struct proc_maps *maps;
     struct symbol_cache *cache;
     struct pprof_profile *p;
@@ -231,13 +233,21 @@ static bool is_jit_mapping(struct profile_frames *t, size_t i)
     return m->path[0] == '\0' || strncmp(m->path, "[anon:", 6) == 0;
 }
 
+void profile_frames_set_exited(struct profile_frames *t, uint64_t start_time, const char *exe)
+{
+    t->exited_start = start_time;
+    t->exited_exe = exe;
+}
+
 /* "[jit node]": what JIT code without a name is called, after the runtime. */
 static const char *jit_name(struct profile_frames *t)
 {
     if (t->jit_name[0])
         return t->jit_name;
     char exe[4096];
-    if (proc_exe_path(t->pid, exe, sizeof(exe)) != 0)
+    if (t->exited_exe)
+        snprintf(exe, sizeof(exe), "%s", t->exited_exe);
+    else if (proc_exe_path(t->pid, exe, sizeof(exe)) != 0)
         exe[0] = '\0';
     const char *base = strrchr(exe, '/') ? strrchr(exe, '/') + 1 : exe;
     snprintf(t->jit_name, sizeof(t->jit_name), base[0] ? "[jit %s]" : "[jit]", base);
@@ -258,7 +268,12 @@ static int64_t add_jit_location(struct profile_frames *t, int64_t mid, uint64_t 
         return mid < 0 ? mid : pprof_location_id(t->p, (uint64_t)mid, pc, NULL, 0);
     if (!t->perf_map_tried) {
         t->perf_map_tried = true;
-        if (perf_map_get(&t->cache->perf_maps, t->pid, &t->perf_map) != 0)
+        /* An exited process's file cannot be opened in its root any more:
+         * the names are those read while it ran. */
+        int e = t->exited_start
+                    ? perf_map_get_kept(&t->cache->perf_maps, t->pid, t->exited_start, &t->perf_map)
+                    : perf_map_get(&t->cache->perf_maps, t->pid, &t->perf_map);
+        if (e != 0)
             t->perf_map = NULL;
     }
     char name[PERF_MAP_MAX_NAME];
@@ -350,7 +365,9 @@ int profile_frames_stack(struct profile_frames *t, const uint64_t *ret, size_t n
 void profile_frames_add_main(struct profile_frames *t)
 {
     char exe[4096];
-    if (proc_exe_path(t->pid, exe, sizeof(exe)) != 0)
+    if (t->exited_exe)
+        snprintf(exe, sizeof(exe), "%s", t->exited_exe);
+    else if (proc_exe_path(t->pid, exe, sizeof(exe)) != 0)
         return;
     for (size_t i = 0; i < t->maps->n; i++) {
         if (t->maps->v[i].executable && strcmp(t->maps->v[i].path, exe) == 0) {

@@ -34,6 +34,12 @@ struct profile_frames;
 int profile_frames_new(pid_t pid, const struct proc_maps *maps, struct symbol_cache *cache,
                        struct pprof_profile *p, bool symbolize, struct profile_frames **out);
 
+/* Tells the table that process `pid` has exited, started at `start_time`
+ * (clock ticks) from executable `exe` (its path; kept by the caller):
+ * JIT code is named from the perf map read while it ran, and unnamed JIT
+ * code after `exe`, since /proc has neither any more. */
+void profile_frames_set_exited(struct profile_frames *t, uint64_t start_time, const char *exe);
+
 /* Adds the mapping of the executable first: pprof takes the first mapping
  * as the main binary. Best effort. */
 void profile_frames_add_main(struct profile_frames *t);

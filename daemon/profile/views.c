@@ -195,6 +195,10 @@ void views_keep_last_profile(void *arg, const struct target_farewell *f)
     }
     struct heap_profile_part part = {.pid = f->pid, .comm = f->facts->comm, .maps = f->maps,
                                      .counts = counts, .n = n};
+    if (f->end == END_EXITED) { /* /proc has nothing of it left to name its JIT code */
+        part.exited_start = f->facts->start_time;
+        part.exited_exe = f->facts->exe;
+    }
     struct heap_profile_spec spec = {.pid = f->pid, .symbolize = true};
     if (heap_profile_build_parts(ctx->bpf, ctx->cache, &spec, &part, 1, 0, &p, err,
                                  sizeof(err)) == 0) {

@@ -367,6 +367,32 @@ int perf_map_get(struct perf_map_cache *c, pid_t pid, struct perf_map **out)
     return 0;
 }
 
+int perf_map_get_kept(struct perf_map_cache *c, pid_t pid, uint64_t start_ticks,
+                      struct perf_map **out)
+{
+    struct perf_map *m = NULL;
+    pthread_mutex_lock(&c->lock);
+    for (size_t i = 0; i < PERF_MAP_CACHE_PROCS && !m; i++)
+        if (c->maps[i] && c->maps[i]->pid == pid && c->maps[i]->start_ticks == start_ticks)
+            m = c->maps[i];
+    if (m) {
+        m->refs++;
+        m->last_used_ns = (int64_t)monotonic_ns();
+    }
+    pthread_mutex_unlock(&c->lock);
+    if (!m)
+        return -ENOENT;
+    pthread_mutex_lock(&m->lock);
+    int empty = m->n == 0;
+    pthread_mutex_unlock(&m->lock);
+    if (empty) {
+        perf_map_put(c, m);
+        return -ENOENT;
+    }
+    *out = m;
+    return 0;
+}
+
 void perf_map_put(struct perf_map_cache *c, struct perf_map *m)
 {
     pthread_mutex_lock(&c->lock);

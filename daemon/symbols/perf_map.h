@@ -95,6 +95,15 @@ void perf_map_cache_destroy(struct perf_map_cache *c);
 int perf_map_get(struct perf_map_cache *c, pid_t pid, struct perf_map **out);
 void perf_map_put(struct perf_map_cache *c, struct perf_map *m);
 
+/*
+ * The perf map last read for process `pid` started at `start_ticks`, as it
+ * was then, for a process that has exited: its file can no longer be
+ * opened inside its root, and the names it gave while the process ran are
+ * what its kept profile shows. 0 with a reference in *out, or -ENOENT.
+ */
+int perf_map_get_kept(struct perf_map_cache *c, pid_t pid, uint64_t start_ticks,
+                      struct perf_map **out);
+
 /* The name of the code at `addr` copied into `name` (cut to `len`): 1 if
  * found, 0 if no symbol covers it. */
 int perf_map_lookup(struct perf_map *m, uint64_t addr, char *name, size_t len);

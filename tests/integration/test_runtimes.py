@@ -15,6 +15,9 @@ stripped static binaries.
   3.12's -X perf would add Python function names).
 - musl, static and dynamic: no CFI for its start code and no frame
   pointers; complete stacks must be counted as complete, with exact totals.
+- node and Java again once they have exited: the profile kept then has
+  the JIT names the last one served while they ran had (the perf map can
+  no longer be read), and unnamed JIT code reads "[jit node]".
 - busybox-static (stripped, static): 422 with a reason and a log line, not
   404; a stripped static glibc program (exact_static) with a debug file of
   its build ID is profiled from that file's symbols, with exact totals.
@@ -68,10 +71,12 @@ def unwind_metrics(d):
     return values
 
 
-def run_profiled(name, command, interval, after_done=None, env=None):
+def run_profiled(name, command, interval, after_done=None, env=None, kept=None):
     """Runs `command` (speaking the handshake) under heapprofd at `interval`;
     returns (the allocs profile's bytes, unwind metrics, pid). after_done(pid)
-    runs between "done" and the scrape (to have a runtime write its map)."""
+    runs between "done" and the scrape (to have a runtime write its map).
+    Given a list `kept`, the profile kept once the process has exited is
+    appended to it (its bytes)."""
     with h.Daemon("--sample-interval", str(interval)) as d, \
             h.Workload(name, command=command, env=env) as w:
         try:
@@ -82,10 +87,31 @@ def run_profiled(name, command, interval, after_done=None, env=None):
             body = d.profile(f"/debug/pprof/allocs?pid={w.pid}")
             values = unwind_metrics(d)
             w.finish(timeout=30)
+            if kept is not None:
+                d.wait_detached(w.pid, f"{name} after its exit")
+                kept.append(d.profile(f"/debug/pprof/allocs?pid={w.pid}"))
             d.check_alive()
         finally:
             remove_perf_map(w.pid)
     return body, values, w.pid
+
+
+def check_jit_names_kept(what, live, kept):
+    """The JIT frames of the profile kept after exit have the names the last
+    one served while the process ran had: read from the perf map then, the
+    file can no longer be opened once the process is gone (issue 26). An
+    unnamed one reads "[jit EXE]", never a bare "[jit]"."""
+    def names(body):
+        return {n for s in h.decode(body).samples for n, f in frames_with_files(s)
+                if f == "[jit]"}
+    before, after = names(live), names(kept)
+    named = {n for n in before if not n.startswith("[jit")}
+    h.check(named, f"{what}: no named JIT frame while it ran: {sorted(before)[:10]}")
+    h.check(named <= after, f"{what}: JIT names lost once it exited: "
+                            f"{sorted(named - after)[:10]} (kept: {sorted(after)[:10]})")
+    h.check("[jit]" not in after, f"{what}: an unnamed JIT frame reads '[jit]' after exit")
+    print(f"{what}: {len(named)} JIT names while it ran, all kept after exit; unnamed as "
+          f"{sorted(n for n in after if n.startswith('[jit'))}")
 
 
 def remove_perf_map(pid):
@@ -175,9 +201,11 @@ class RuntimesTest(unittest.TestCase):
         node = node_binary()
         # --interpreted-frames-native-stack gives each interpreted function a
         # trampoline of its own in the map, so it is named before V8 compiles it.
+        kept = []
         body, values, _ = run_profiled(
             "node", [node, "--perf-basic-prof", "--interpreted-frames-native-stack",
-                     os.path.join(SCRIPTS, "buffers.js")], 1)
+                     os.path.join(SCRIPTS, "buffers.js")], 1, kept=kept)
+        check_jit_names_kept("node", body, kept[0])
         samples = h.decode(body).samples
         h.check(samples, "the node profile has no samples")
         frac = report("node " + subprocess.run([node, "--version"], capture_output=True,
@@ -207,9 +235,12 @@ class RuntimesTest(unittest.TestCase):
                                    text=True, timeout=60)
                 h.check(r.returncode == 0, f"jcmd {pid} Compiler.perfmap failed: {r.stdout}{r.stderr}")
 
+            kept = []
             body, values, _ = run_profiled(
                 "java", [java, "-XX:+PreserveFramePointer", "-XX:MaxDirectMemorySize=1g",
-                         "-cp", classes, "AllocDirect"], 65536, after_done=write_perf_map)
+                         "-cp", classes, "AllocDirect"], 65536, after_done=write_perf_map,
+                kept=kept)
+        check_jit_names_kept("java", body, kept[0])
         samples = h.decode(body).samples
         h.check(samples, "the java profile has no samples")
         frac = report("OpenJDK 17 (-XX:+PreserveFramePointer)", samples, values)
