@@ -108,10 +108,16 @@ struct hp_free_ring {
  * a [uprobes-trampoline] mapping that fork() does not copy. A forked child
  * reads 0 here and reports through the plain function until the daemon has
  * checked it and set the flag again.
+ * ring_on lets frees go through the ring: set by the daemon once a process
+ * has been profiled for FREE_RING_AFTER_MS (daemon/inject/free_ring.h), so
+ * that a short-lived process, whose last frees would still be in its ring
+ * when it exits (its memory gone before the daemon could drain it), traps
+ * them all; wiped in a forked child, whose life starts anew.
  */
 struct hp_fork_page {
     __u32 opt_report;
-    __u8 pad[4096 - 4];
+    __u32 ring_on;
+    __u8 pad[4096 - 8];
 };
 
 /* What the daemon writes into the sampler before any slot points at it. */

@@ -226,7 +226,8 @@ static void sampled(u64 ptr, u64 size, u32 kind, u64 ret, u64 sp)
 static u64 ring_claim(void)
 {
     struct hp_free_ring *r = &hp_free_ring;
-    if (!__atomic_load_n(&hp_sampler_config.free_ring, __ATOMIC_RELAXED))
+    if (!__atomic_load_n(&hp_fork_page.ring_on, __ATOMIC_RELAXED) ||
+        !__atomic_load_n(&hp_sampler_config.free_ring, __ATOMIC_RELAXED))
         return ~0ULL;
     u64 p = __atomic_load_n(&r->producer, __ATOMIC_RELAXED);
     do {
@@ -240,6 +241,16 @@ static u64 ring_claim(void)
     } while (!__atomic_compare_exchange_n(&r->producer, &p, p + 1, 1, __ATOMIC_ACQ_REL,
                                           __ATOMIC_RELAXED));
     return p;
+}
+
+/* Why a free that could not claim a position is reported: a full ring, or
+ * no ring in use. */
+static __always_inline u64 ring_full(void)
+{
+    return __atomic_load_n(&hp_fork_page.ring_on, __ATOMIC_RELAXED) &&
+                   __atomic_load_n(&hp_sampler_config.free_ring, __ATOMIC_RELAXED)
+               ? HP_FREED_RING_FULL
+               : HP_FREED;
 }
 
 /* Writes `ptr` (0: nothing was freed) at the claimed position `p`: the
@@ -262,7 +273,7 @@ static __attribute__((noinline)) void free_sampled(u64 ptr)
     if (p != ~0ULL)
         ring_publish(p, ptr);
     else
-        hp_report_free(ptr, hp_sampler_config.free_ring ? HP_FREED_RING_FULL : HP_FREED);
+        hp_report_free(ptr, ring_full());
 }
 
 /* The caller's return address and its stack pointer at the allocator's
@@ -306,8 +317,7 @@ static __always_inline u64 array_size(u64 n, u64 m)
         if (at != ~0ULL)                                                                 \
             ring_publish(at, freed ? (u64)(OLD) : 0);                                    \
         else if (freed)                                                                  \
-            hp_report_free((u64)(OLD), hp_sampler_config.free_ring ? HP_FREED_RING_FULL  \
-                                                                  : HP_FREED);           \
+            hp_report_free((u64)(OLD), ring_full());                                     \
         if (maybe_sampled((u64)p))                                                       \
             reused((u64)p);                                                              \
         if (take)                                                                        \

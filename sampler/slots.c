@@ -399,8 +399,10 @@ HIDDEN void hp_remote_dispatch(long op)
      * where it fails the daemon never sets the flag. */
     if (op == HP_REMOTE_INSTALL)
         hp_install_status.wipeonfork = sys_madvise((u64)&hp_fork_page, sizeof(hp_fork_page), 18);
-    else
+    else {
         __atomic_store_n(&hp_fork_page.opt_report, 0, __ATOMIC_RELAXED);
+        __atomic_store_n(&hp_fork_page.ring_on, 0, __ATOMIC_RELAXED);
+    }
     report(result, &w);
 }
 

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "clock.h"
 #include "free_ring.h"
 #include "target_slot.h"
 
@@ -16,6 +17,7 @@
 struct drain_job {
     pid_t pid;
     uint64_t base;
+    bool enable; /* profiled for FREE_RING_AFTER_MS: its frees may use the ring */
 };
 
 unsigned targets_drain_frees(struct targets *t, pid_t pid)
@@ -29,14 +31,17 @@ unsigned targets_drain_frees(struct targets *t, pid_t pid)
     unsigned most = 0;
     size_t n = 0;
     struct target *tg;
+    uint64_t now = monotonic_ns();
     targets_lock(t);
     for_each_live_target(t, i, tg)
         if (tg->inproc && tg->inproc->inj.base && (pid == 0 || tg->pid == pid) &&
             n < HP_MAX_TARGETS)
-            jobs[n++] = (struct drain_job){.pid = tg->pid, .base = tg->inproc->inj.base};
+            jobs[n++] = (struct drain_job){
+                .pid = tg->pid, .base = tg->inproc->inj.base,
+                .enable = now - tg->attached_ns >= FREE_RING_AFTER_MS * 1000000ull};
     targets_unlock(t);
     for (size_t k = 0; k < n; k++) {
-        int got = free_ring_drain(prog, jobs[k].pid, jobs[k].base);
+        int got = free_ring_drain(prog, jobs[k].pid, jobs[k].base, jobs[k].enable);
         most = got > (int)most ? (unsigned)got : most;
     }
     free(jobs);

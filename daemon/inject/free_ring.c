@@ -81,23 +81,34 @@ static int apply(int prog_fd, pid_t pid, uint64_t first, uint32_t n)
  * read with the ring's head, in one call: a process that exec'd since its
  * last drain has other memory there (most likely none), and nothing is
  * written into it. */
-static int drain_locked(int prog_fd, pid_t pid, uint64_t config, uint64_t ring)
+static int drain_locked(int prog_fd, pid_t pid, uint64_t config, uint64_t ring,
+                        uint64_t fork_page, bool enable)
 {
     struct {
         uint64_t magic;
         uint32_t version;
     } id;
-    struct iovec local[2] = {{.iov_base = &id, .iov_len = sizeof(id)},
-                             {.iov_base = buf.head, .iov_len = sizeof(buf.head)}};
-    struct iovec remote[2] = {{.iov_base = (void *)(uintptr_t)config, .iov_len = sizeof(id)},
-                              {.iov_base = (void *)(uintptr_t)ring, .iov_len = sizeof(buf.head)}};
-    ssize_t r = process_vm_readv(pid, local, 2, remote, 2, 0);
+    uint32_t flags[2]; /* hp_fork_page's opt_report, ring_on */
+    struct iovec local[3] = {{.iov_base = &id, .iov_len = sizeof(id)},
+                             {.iov_base = buf.head, .iov_len = sizeof(buf.head)},
+                             {.iov_base = flags, .iov_len = sizeof(flags)}};
+    struct iovec remote[3] = {{.iov_base = (void *)(uintptr_t)config, .iov_len = sizeof(id)},
+                              {.iov_base = (void *)(uintptr_t)ring, .iov_len = sizeof(buf.head)},
+                              {.iov_base = (void *)(uintptr_t)fork_page, .iov_len = sizeof(flags)}};
+    ssize_t r = process_vm_readv(pid, local, 3, remote, 3, 0);
     if (r < 0)
         return -errno;
-    if (r != (ssize_t)(sizeof(id) + sizeof(buf.head)))
+    if (r != (ssize_t)(sizeof(id) + sizeof(buf.head) + sizeof(flags)))
         return -EIO;
     if (id.magic != HP_SAMPLER_MAGIC || id.version != HP_SAMPLER_VERSION)
         return -ESTALE;
+    if (enable && flags[1] == 0) {
+        uint32_t one = 1;
+        struct iovec from = {.iov_base = &one, .iov_len = sizeof(one)};
+        struct iovec to = {.iov_base = (void *)(uintptr_t)(fork_page + 4), .iov_len = sizeof(one)};
+        if (process_vm_writev(pid, &from, 1, &to, 1, 0) != (ssize_t)sizeof(one))
+            return -errno ? -errno : -EIO;
+    }
     int e;
     const struct hp_free_ring *h = (const struct hp_free_ring *)buf.head;
     uint64_t producer = h->producer, consumer = h->consumer;
@@ -131,16 +142,17 @@ static int drain_locked(int prog_fd, pid_t pid, uint64_t config, uint64_t ring)
     return (int)n;
 }
 
-int free_ring_drain(int prog_fd, pid_t pid, uint64_t base)
+int free_ring_drain(int prog_fd, pid_t pid, uint64_t base, bool enable)
 {
     char err[128];
     const struct sampler_image *img = sampler_image_get(err, sizeof(err));
     uint64_t at = img ? sampler_image_symbol(img, HP_FREE_RING_SYM) : 0;
     uint64_t config = img ? sampler_image_symbol(img, HP_SAMPLER_CONFIG_SYM) : 0;
-    if (!at || !config || prog_fd < 0)
+    uint64_t page = img ? sampler_image_symbol(img, HP_FORK_PAGE_SYM) : 0;
+    if (!at || !config || !page || prog_fd < 0)
         return -ENOENT;
     pthread_mutex_lock(&drain_lock);
-    int e = drain_locked(prog_fd, pid, base + config, base + at);
+    int e = drain_locked(prog_fd, pid, base + config, base + at, base + page, enable);
     counters.drains++;
     if (e < 0 && e != -ESRCH)
         counters.errors++;

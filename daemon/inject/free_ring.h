@@ -29,6 +29,13 @@
  * process making that many sampled frees would otherwise fill it (and
  * trap) between two drains. */
 #define FREE_RING_BUSY_DRAIN_MS 10
+/* How long a process is profiled before its frees go through the ring
+ * (struct hp_fork_page's ring_on): the frees still in a ring when its
+ * process exits are never applied (its memory is gone), so a process that
+ * lives less than this traps them all, and one that lives longer can lose
+ * at most one drain interval's frees at its exit. Most short-lived
+ * processes (a server's fork children, a shell's commands) live less. */
+#define FREE_RING_AFTER_MS 2000
 
 /* What the drains did, since the daemon started (for /metrics). */
 struct free_ring_counters {
@@ -48,9 +55,10 @@ bool free_ring_wanted(int prog_fd);
  * `prog_fd`, and moves the process's consumer past them. Drains are
  * serialized (one lock for all processes: each takes microseconds).
  * Returns the number of entries applied, or -errno (-ESRCH: the process
- * is gone).
+ * is gone). With `enable`, the process's frees go through the ring from
+ * now on (ring_on is set), if they do not already.
  */
-int free_ring_drain(int prog_fd, pid_t pid, uint64_t base);
+int free_ring_drain(int prog_fd, pid_t pid, uint64_t base, bool enable);
 
 /* A copy of the counters. */
 void free_ring_counters(struct free_ring_counters *out);

@@ -46,6 +46,8 @@ PATH_INTERVAL = 65536
 NOTHING_INTERVAL = 1 << 32
 DEFAULT_INTERVAL = 524288
 TICK_NS = 1e9 / os.sysconf("SC_CLK_TCK")
+# FREE_RING_AFTER_MS (daemon/inject/free_ring.h) and a drain, with room.
+RING_AFTER_S = 2.4
 
 
 def free_port():
@@ -115,6 +117,7 @@ def run_once(bench, pairs, daemon=None):
         samples0 = dcpu0 = 0.0
         if daemon:
             daemon.get(f"/debug/pprof/heap?pid={pid}")  # attaches
+            time.sleep(RING_AFTER_S)  # frees use the ring once profiled for 2 s
             samples0, dcpu0 = daemon.metric("heapprofd_samples_total"), daemon.cpu_ns()
         w.stdin.write("go\n")
         w.stdin.flush()

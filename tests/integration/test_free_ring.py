@@ -15,13 +15,15 @@ Without the MADV_WIPEONFORK page (the installer's madvise left out), every
 one of the 1,000 children dies of SIGSEGV, and so do ring_exact's children:
 the tests tell the two apart.
 
-Cost: ~2 s for the first, ~3 s for the second on 2 cores (1,000 processes
-that each allocate for 200 ms).
+Cost: ~5 s for the first (2.5 s of it waiting for the ring to be turned
+on), ~3 s for the second on 2 cores (1,000 processes that each allocate
+for 200 ms).
 """
 
 import os
 import re
 import signal
+import time
 import unittest
 
 import heapprof_harness as h
@@ -48,6 +50,8 @@ CHILD_EXPECTED = {
 }
 CHILDREN = 3
 STORM_CHILDREN = 1000
+# FREE_RING_AFTER_MS and a drain's 100 ms, with room.
+RING_AFTER_S = 2.5
 
 
 def check_totals(d, pid, expected, what):
@@ -77,6 +81,11 @@ class FreeRingTest(unittest.TestCase):
         with h.Daemon("--sample-interval", "1") as d, h.Workload("ring_exact") as w:
             d.profile(f"/debug/pprof/heap?pid={w.pid}")  # attaches
             h.check_equal(d.index_entry(w.pid)["sampler"], "inprocess", "the parent's sampler")
+            # Frees go through the ring once a process has been profiled for
+            # FREE_RING_AFTER_MS (2 s, daemon/inject/free_ring.h); before,
+            # they trap. Its children, forked later, trap theirs (they live
+            # less than that): both paths are checked.
+            time.sleep(RING_AFTER_S)
             w.go()
             for _ in range(CHILDREN):
                 line = w._expect_line(30, "child")
