@@ -163,10 +163,43 @@ enum blocked_call {
     CALL_FAILS,         /* fails with EINTR, or cannot be made again (restart_syscall) */
 };
 
+/*
+ * Whether call `nr`, one a stop fails with EINTR, waits here without a
+ * timeout: made again from its arguments (restart_interrupted_call()), it
+ * waits exactly as it would have, so a thread blocked in it is as fit as
+ * one in a call the kernel restarts. An event loop's main thread often
+ * waits so (PostgreSQL's postmaster, nginx's workers with no timer due).
+ * With a timeout, made again it would wait its whole timeout anew: a
+ * thread's timer late by up to that much, which is not done. Sockets'
+ * timeouts (SO_RCVTIMEO) cannot be seen from outside.
+ */
+static bool waits_without_timeout(long nr, const uint64_t args[6])
+{
+    switch (nr) {
+    case SYS_epoll_wait:
+    case SYS_epoll_pwait:
+        return (int)args[3] < 0;
+    case SYS_epoll_pwait2:
+    case SYS_semtimedop:
+        return args[3] == 0; /* no struct timespec */
+    case SYS_semop:
+        return true;
+    case SYS_rt_sigtimedwait:
+        return args[2] == 0;
+    case SYS_io_getevents:
+    case SYS_io_pgetevents:
+        return args[4] == 0;
+    default:
+        return false;
+    }
+}
+
 /* How call `nr` with `args` goes on after a stop (kernel/time/hrtimer.c,
  * fs/select.c and kernel/futex/waitwake.c say which use a restart block). */
 static enum blocked_call blocked_call_kind(long nr, const uint64_t args[6])
 {
+    if (waits_without_timeout(nr, args))
+        return CALL_RESTARTS;
     if (!thread_stop_syscall_safe(nr) || nr == SYS_restart_syscall)
         return CALL_FAILS;
     switch (nr) {

@@ -118,8 +118,10 @@ def main():
         # 8 backends forked together, held for 5 s.
         bench = subprocess.Popen(["runuser", "-u", "postgres", "--", f"{PGBIN}/pgbench", "-h",
                                   sock, "-c", str(a.clients), "-T", "5", "postgres"],
-                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        bench.wait()
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        _, bench_err = bench.communicate()
+        if bench.returncode != 0:
+            print(f"pgbench -c {a.clients} -T 5 failed ({bench.returncode}): {bench_err.strip()}")
         m2 = metrics(base)
         n = m2["heapprofd_fork_attach_seconds_count"] - m1["heapprofd_fork_attach_seconds_count"]
         s = m2["heapprofd_fork_attach_seconds_sum"] - m1["heapprofd_fork_attach_seconds_sum"]

@@ -82,6 +82,21 @@ class EintrTest(unittest.TestCase):
         h.check(not lost, f"calls after which the thread had the call's signal mask, not its "
                           f"own: {lost}")
 
+    def test_a_thread_waiting_without_a_timeout_is_stopped_and_waits_on(self):
+        """A process whose one thread waits in epoll_wait without a timeout (an
+        idle event loop) is attached in-process: its call, which a stop fails
+        with EINTR, is made again with the same arguments, so it waits on as
+        if nothing happened and never sees EINTR."""
+        with h.Workload("eintr", "forever") as w:
+            out = inject_cycles(w.pid, 20)
+            h.check(out.returncode == 0, f"inject_cycles failed: {out.stderr}{out.stdout}")
+            result = counts(w)
+            w.finish()
+        n, eintr, _ = result["epoll_wait_forever"]
+        print(f"  epoll_wait(-1): {n} calls, {eintr} EINTR over 20 attach/detach cycles",
+              flush=True)
+        h.check_equal(eintr, 0, "EINTR seen by epoll_wait without a timeout")
+
 
 if __name__ == "__main__":
     h.main()

@@ -19,6 +19,12 @@
  * Protocol: "ready PID" once every thread loops; on a line, the threads
  * stop and it prints one line "NAME calls N eintr M mask K" per call, then
  * "done", and exits on the next line (or EOF).
+ *
+ * "eintr forever": one thread only, which waits in epoll_wait without a
+ * timeout, the way an idle event loop does, on stdin: the only thread an
+ * attach can stop, so it must be stopped in that call and the call made
+ * again. On a line it prints "epoll_wait_forever calls N eintr M", then
+ * "done", and exits on the next line.
  */
 #include <errno.h>
 #include <linux/futex.h>
@@ -176,12 +182,41 @@ static void *loop(void *arg)
     return NULL;
 }
 
-int main(void)
+/* The "forever" mode: epoll_wait(-1) on stdin until a line comes. */
+static int wait_forever(void)
+{
+    struct epoll_event e = {.events = EPOLLIN};
+    int ep = epoll_create1(EPOLL_CLOEXEC);
+    if (ep < 0 || epoll_ctl(ep, EPOLL_CTL_ADD, 0, &e) != 0)
+        handshake_die("eintr: setup failed");
+    handshake_ready();
+    long n = 0, eintr = 0;
+    for (;;) {
+        int r = epoll_wait(ep, &e, 1, -1);
+        n++;
+        if (r < 0 && errno == EINTR)
+            eintr++;
+        else if (r < 0)
+            fail(EPOLL_WAIT, errno);
+        else if (r > 0)
+            break;
+    }
+    handshake_wait_line();
+    printf("epoll_wait_forever calls %ld eintr %ld mask 0\n", n, eintr);
+    fflush(stdout);
+    handshake_done();
+    handshake_wait_line();
+    return 0;
+}
+
+int main(int argc, char **argv)
 {
     /* Every signal blocked, in the main thread and so in every thread. */
     sigset_t all;
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, NULL);
+    if (argc > 1 && strcmp(argv[1], "forever") == 0)
+        return wait_forever();
     int ev = eventfd(0, EFD_CLOEXEC);
     struct epoll_event e = {.events = EPOLLIN};
     int p[2], sv[2];
