@@ -11,6 +11,7 @@
 
 #include <microhttpd.h>
 
+#include "http_server.h"
 #include "profile_diff.h"
 #include "profile_request.h"
 #include "strutil.h"
@@ -77,30 +78,6 @@ unsigned http_history_serve(struct daemon_ctx *ctx, const struct caller *who, co
     return MHD_HTTP_INTERNAL_SERVER_ERROR;
 }
 
-/* The status of an -errno from taking a snapshot (as http_server.c maps a profile's). */
-static unsigned snapshot_status(int e)
-{
-    switch (e) {
-    case -ESRCH:
-    case -ENOENT:
-        return MHD_HTTP_NOT_FOUND;
-    case -EACCES:
-    case -EPERM:
-        return MHD_HTTP_FORBIDDEN;
-    case -ENOEXEC:
-        return MHD_HTTP_UNPROCESSABLE_CONTENT;
-    case -EFBIG:
-        return MHD_HTTP_CONTENT_TOO_LARGE;
-    case -ENOSPC:
-    case -EDQUOT:
-    case -EAGAIN:
-    case -ENODEV:
-        return MHD_HTTP_SERVICE_UNAVAILABLE;
-    default:
-        return MHD_HTTP_INTERNAL_SERVER_ERROR;
-    }
-}
-
 unsigned http_snapshot_serve(struct daemon_ctx *ctx, const struct caller *who, const char *pid_arg,
                              struct strbuf *out)
 {
@@ -112,7 +89,7 @@ unsigned http_snapshot_serve(struct daemon_ctx *ctx, const struct caller *who, c
     int e = profile_request_snapshot(ctx, pid, who, id, err, sizeof(err));
     if (e) {
         strbuf_printf(out, "%s", err);
-        return snapshot_status(e);
+        return http_status_of(e);
     }
     strbuf_printf(out, "{\"id\": \"%s\", \"pid\": %d}\n", id, (int)pid);
     return MHD_HTTP_OK;

@@ -104,8 +104,7 @@ static enum MHD_Result respond_unauthorized(struct daemon_ctx *ctx, struct MHD_C
                         "a bearer token is required: Authorization: Bearer <token>", &challenge);
 }
 
-/* The HTTP status for an -errno from attaching or building. */
-static unsigned status_of(int e)
+unsigned http_status_of(int e)
 {
     switch (e) {
     case -ESRCH:
@@ -175,7 +174,7 @@ static enum MHD_Result serve_profile(struct daemon_ctx *ctx, struct MHD_Connecti
     struct profile_answer a;
     int e = profile_request_answer(ctx, &qp.q, who, default_alloc, &a, err, sizeof(err));
     if (e)
-        return respond_text(ctx, conn, status_of(e), err);
+        return respond_text(ctx, conn, http_status_of(e), err);
     if (!a.body.data) /* an empty text profile still needs a buffer to hand over */
         a.body.data = calloc(1, 1);
     return respond(conn, MHD_HTTP_OK, (char *)a.body.data, a.body.len, a.content_type, NULL);

@@ -41,4 +41,8 @@ int http_server_start(struct daemon_ctx *ctx, const struct http_listen *how,
 /* Stops serving and waits for the connections' threads. */
 void http_server_stop(struct http_server *s);
 
+/* The HTTP status for an -errno from attaching to a process, building its
+ * profile or keeping a snapshot of it. */
+unsigned http_status_of(int e);
+
 #endif

@@ -12,7 +12,7 @@
 // that times out or fails exits non-zero with the reason.
 'use strict';
 const path = require('path');
-const { STEP_MS, withPage } = require('./chromium.cjs');
+const { STEP_MS, withPage, indexRow } = require('./chromium.cjs');
 
 const [base, pid, artifacts, ...names] = process.argv.slice(2);
 
@@ -46,11 +46,7 @@ async function settled(page) {
 
 async function main() {
   const out = await withPage(async (page, out) => {
-
-    await page.goto(base + '/', { timeout: STEP_MS });
-    await page.waitForSelector('body[data-state=ready]', { timeout: STEP_MS });
-    const row = page.locator(`#targets tbody tr[data-pid="${pid}"]`);
-    await row.waitFor({ timeout: STEP_MS });
+    const row = await indexRow(page, base, pid);
     out.index_row = await row.locator('td').allTextContents();
     out.index_headers = await page.locator('#targets thead th').allTextContents();
     await page.screenshot({ path: path.join(artifacts, 'web-index.png'), fullPage: true });

@@ -38,4 +38,13 @@ async function withPage(steps) {
   return out;
 }
 
-module.exports = { STEP_MS, withPage };
+// Opens the index at `base` and waits for the row of process `pid`.
+async function indexRow(page, base, pid) {
+  await page.goto(base + '/', { timeout: STEP_MS });
+  await page.waitForSelector('body[data-state=ready]', { timeout: STEP_MS });
+  const row = page.locator(`#targets tbody tr[data-pid="${pid}"]`);
+  await row.waitFor({ timeout: STEP_MS });
+  return row;
+}
+
+module.exports = { STEP_MS, withPage, indexRow };

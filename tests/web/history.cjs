@@ -16,7 +16,7 @@
 'use strict';
 const path = require('path');
 const readline = require('readline');
-const { STEP_MS, withPage } = require('./chromium.cjs');
+const { STEP_MS, withPage, indexRow } = require('./chromium.cjs');
 
 const [base, pid, artifacts] = process.argv.slice(2);
 
@@ -76,11 +76,7 @@ function nextLine() {
 
 async function main() {
   const out = await withPage(async (page, out) => {
-
-    await page.goto(base + '/', { timeout: STEP_MS });
-    await page.waitForSelector('body[data-state=ready]', { timeout: STEP_MS });
-    const row = page.locator(`#targets tbody tr[data-pid="${pid}"]`);
-    await row.waitFor({ timeout: STEP_MS });
+    const row = await indexRow(page, base, pid);
     out.index_headers = await page.locator('#targets thead th').allTextContents();
     out.spark_points = await row.locator('svg.spark polyline').evaluate(
       (p) => p.getAttribute('points').trim().split(/\s+/).length).catch(() => 0);
