@@ -199,6 +199,13 @@ static void attach_matching(pid_t pid, void *arg)
     int rule_sampler;
     if (!rule_matches(w, pid, &rule_sampler))
         return; /* the rules changed since the scan's copy */
+    if (w->scan_queues) {
+        struct pending p = {.pid = pid, .sampler = rule_sampler, .event_ns = monotonic_ns(),
+                            .from_scan = true, .was_target = was_target};
+        holders_add(&p.holders, HOLD_RULE, HOLD_FOREVER);
+        watch_add_pending(w, &p);
+        return;
+    }
     enum sampler_kind sampler = (enum sampler_kind)rule_sampler;
     struct hold_request how = {.kind = HOLD_RULE, .until_ns = HOLD_FOREVER,
                                .sampler = rule_sampler >= 0 ? &sampler : NULL};
@@ -316,6 +323,7 @@ int process_watch_start(struct process_watch **out, struct targets *targets,
         if (events)
             process_events_report_all_execs(events, target_rules_any(rules));
         e = watch_workers_start(w);
+        w->scan_queues = e == 0;
         if (e == 0 && (e = -pthread_create(&w->attacher, NULL, attacher_main, w)) != 0)
             watch_workers_stop(w);
     }

@@ -51,7 +51,7 @@ void watch_add_pending(struct process_watch *w, const struct pending *p)
         w->pending[w->npending++] = *p;
         w->pending_unsorted = true;
     }
-    else if (!p->parent && !p->reattach)
+    else if (!p->parent && !p->reattach && !p->from_scan) /* the next scan finds it again */
         watch_count(w, &w->stats.exec_missed[EXEC_MISSED_QUEUE_FULL], 1);
 }
 
@@ -71,6 +71,19 @@ static void finish_pending(struct process_watch *w, const struct pending *p, int
                            const char *err)
 {
     uint64_t delay = monotonic_ns() - p->event_ns;
+    if (p->from_scan) {
+        if (e == 0 && !p->was_target) {
+            watch_count(w, &w->stats.scan_attached, 1);
+            watch_existing_children(w, p->pid);
+        }
+        /* Over the cap (-ENOSPC): not remembered, so retried at each scan
+         * and attached once a slot frees. No allocator yet (-ENOENT): a
+         * process matched right after exec has no libc mapped until the
+         * dynamic linker runs, so it is retried too. */
+        if (e && e != -ENOSPC && e != -ENOENT && e != -ESRCH && e != -EAGAIN)
+            watch_remember_failure(w, p->pid, err);
+        return;
+    }
     if (e == 0)
         watch_existing_children(w, p->pid);
     else

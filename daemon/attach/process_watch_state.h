@@ -62,6 +62,8 @@ struct pending {
                             * sampler and owner are its parent's once that is live */
     bool owned;            /* a child: its parent's owner, whose cap it counts against */
     uid_t owner;
+    bool from_scan;        /* a rule's match found by the 1 s scan (no event, no delay) */
+    bool was_target;       /* ... that was profiled already, for another reason */
 };
 
 /* What a worker's attach of `pid` came to. */
@@ -83,6 +85,11 @@ struct process_watch {
     size_t nexits;                /* under lock */
     struct process_watch_stats stats; /* under lock */
     int stopping;                     /* under lock */
+    /* Set once the workers run: the scan queues what it matches for them
+     * rather than attach it on the attacher's thread, which would leave
+     * the kernel's events unread meanwhile. The first scan, at start,
+     * attaches before the daemon serves. */
+    bool scan_queues;
     /* The attacher's own. */
     struct pending pending[PENDING_MAX]; /* oldest first once sorted */
     size_t npending;

@@ -21,9 +21,10 @@ static void run_attach(struct process_watch *w, struct pending *p, struct attach
     enum sampler_kind sampler = (enum sampler_kind)p->sampler;
     uint64_t now = monotonic_ns();
     r->pid = p->pid;
-    r->settle = now - p->event_ns < EXEC_SETTLE_MAX_NS;
+    r->settle = !p->from_scan && now - p->event_ns < EXEC_SETTLE_MAX_NS;
     r->err[0] = '\0';
-    struct hold_request how = {.event_ns = p->event_ns, .just_exec_d = r->settle,
+    struct hold_request how = {.event_ns = p->from_scan ? 0 : p->event_ns,
+                               .just_exec_d = r->settle,
                                .reattach = p->reattach, .fork_child = p->parent != 0,
                                .sampler = p->sampler >= 0 ? &sampler : NULL,
                                .owner = p->owned ? &p->owner : NULL};
