@@ -350,7 +350,7 @@ static int try_thread(struct stopped_thread *st, pid_t tid, const char **why)
 {
     char path[64];
     if (ptrace(PTRACE_SEIZE, tid, 0, (void *)(long)PTRACE_O_TRACESYSGOOD) != 0)
-        return errno == ESRCH ? 1 : -errno;
+        return errno == ESRCH ? (*why = "exited", 1) : -errno;
     st->tid = tid;
     st->nheld = 0;
     int status = 0;
@@ -461,31 +461,40 @@ int thread_stop_one(pid_t pid, int mem_fd, struct stopped_thread *st, char *err,
     /* A thread blocked where a stop would show is waited for a little:
      * an event loop wakes up often, and one running thread will do. */
     uint64_t give_up = monotonic_ns() + THREAD_SAFE_WAIT_MS * 1000000ULL;
+    const char *why = NULL;
+    /* The candidates are listed again while every one turned out unfit
+     * once seized and time remains: threads that come and go (a thread
+     * pool's) may all have exited between the listing and the stop. */
     for (;;) {
-        seccomp = traced = blocked = 0;
-        n = candidates(pid, cand, THREAD_MAX_CANDIDATES, &seccomp, &traced, &blocked);
-        if (n || traced || !blocked || monotonic_ns() > give_up)
+        for (;;) {
+            seccomp = traced = blocked = 0;
+            n = candidates(pid, cand, THREAD_MAX_CANDIDATES, &seccomp, &traced, &blocked);
+            if (n || traced || !blocked || monotonic_ns() > give_up)
+                break;
+            struct timespec pause = {0, 200000};
+            nanosleep(&pause, NULL);
+        }
+        /* A debugger or tracer may be stepping any thread, or may stop the
+         * process while a thread runs our code: a traced process is left
+         * to its tracer. */
+        if (traced) {
+            snprintf(err, errlen, "process %d is traced by process %d", (int)pid, traced);
+            return -EBUSY;
+        }
+        for (size_t i = 0; i < n; i++) {
+            int e = try_thread(st, cand[i], &why);
+            if (e == 0)
+                return 0;
+            if (e < 0) {
+                snprintf(err, errlen, "stop thread %d of process %d: %s", (int)cand[i],
+                         (int)pid, strerror(-e));
+                return e == -EPERM ? -EBUSY : e;
+            }
+        }
+        if (n == 0 || monotonic_ns() > give_up)
             break;
         struct timespec pause = {0, 200000};
         nanosleep(&pause, NULL);
-    }
-    const char *why = NULL;
-    /* A debugger or tracer may be stepping any thread, or may stop the
-     * process while a thread runs our code: a traced process is left to
-     * its tracer. */
-    if (traced) {
-        snprintf(err, errlen, "process %d is traced by process %d", (int)pid, traced);
-        return -EBUSY;
-    }
-    for (size_t i = 0; i < n; i++) {
-        int e = try_thread(st, cand[i], &why);
-        if (e == 0)
-            return 0;
-        if (e < 0) {
-            snprintf(err, errlen, "stop thread %d of process %d: %s", (int)cand[i], (int)pid,
-                     strerror(-e));
-            return e == -EPERM ? -EBUSY : e;
-        }
     }
     if (n == 0 && seccomp + blocked == 0) {
         snprintf(err, errlen, "process %d has no threads left", (int)pid);
