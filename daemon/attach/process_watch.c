@@ -210,16 +210,7 @@ static void attach_matching(pid_t pid, void *arg)
     struct hold_request how = {.kind = HOLD_RULE, .until_ns = HOLD_FOREVER,
                                .sampler = rule_sampler >= 0 ? &sampler : NULL};
     int e = targets_hold(w->targets, pid, &how, err, sizeof(err));
-    if (e == 0 && !was_target) {
-        watch_count(w, &w->stats.scan_attached, 1);
-        watch_existing_children(w, pid);
-    }
-    /* Over the cap (-ENOSPC): not remembered, so retried at each scan and
-     * attached once a slot frees. No allocator yet (-ENOENT): a process
-     * matched right after exec has no libc mapped until the dynamic linker
-     * runs, so it is retried too. */
-    if (e && e != -ENOSPC && e != -ENOENT && e != -ESRCH)
-        watch_remember_failure(w, pid, err);
+    watch_scan_outcome(w, pid, was_target, e, err);
 }
 
 /* Matches the rules against /proc: what the events missed (a full ring

@@ -55,6 +55,22 @@ void watch_add_pending(struct process_watch *w, const struct pending *p)
         watch_count(w, &w->stats.exec_missed[EXEC_MISSED_QUEUE_FULL], 1);
 }
 
+void watch_scan_outcome(struct process_watch *w, pid_t pid, bool was_target, int e,
+                        const char *err)
+{
+    if (e == 0 && !was_target) {
+        watch_count(w, &w->stats.scan_attached, 1);
+        watch_existing_children(w, pid);
+    }
+    /* Over the cap (-ENOSPC): not remembered, so retried at each scan and
+     * attached once a slot frees. No allocator yet (-ENOENT): a process
+     * matched right after exec has no libc mapped until the dynamic linker
+     * runs, so it is retried too. Gone, or exec'd during the attach
+     * (-ESRCH, -EAGAIN): its new program is news of its own. */
+    if (e && e != -ENOSPC && e != -ENOENT && e != -ESRCH && e != -EAGAIN)
+        watch_remember_failure(w, pid, err);
+}
+
 /* Counts a process a rule matched at its exec that was not attached. */
 static void count_exec_missed(struct process_watch *w, const struct pending *p, int e)
 {
@@ -72,16 +88,7 @@ static void finish_pending(struct process_watch *w, const struct pending *p, int
 {
     uint64_t delay = monotonic_ns() - p->event_ns;
     if (p->from_scan) {
-        if (e == 0 && !p->was_target) {
-            watch_count(w, &w->stats.scan_attached, 1);
-            watch_existing_children(w, p->pid);
-        }
-        /* Over the cap (-ENOSPC): not remembered, so retried at each scan
-         * and attached once a slot frees. No allocator yet (-ENOENT): a
-         * process matched right after exec has no libc mapped until the
-         * dynamic linker runs, so it is retried too. */
-        if (e && e != -ENOSPC && e != -ENOENT && e != -ESRCH && e != -EAGAIN)
-            watch_remember_failure(w, p->pid, err);
+        watch_scan_outcome(w, p->pid, p->was_target, e, err);
         return;
     }
     if (e == 0)

@@ -134,6 +134,12 @@ void watch_add_pending(struct process_watch *w, const struct pending *p);
  * its grace. */
 void watch_attach_pending(struct process_watch *w);
 
+/* What became of the attach of `pid`, which the scan matched (profiled
+ * already for another reason if `was_target`): counted, its children
+ * queued, or the failure remembered so the scan does not retry it. */
+void watch_scan_outcome(struct process_watch *w, pid_t pid, bool was_target, int e,
+                        const char *err);
+
 /* Whether `pid` waits in the pending list or is being attached (the scan
  * leaves it be). */
 bool watch_is_pending(struct process_watch *w, pid_t pid);

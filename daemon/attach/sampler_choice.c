@@ -142,12 +142,7 @@ int inprocess_shared_open(struct bpf_state *bpf, const char *dir, struct inproce
     const struct sampler_image *img = sampler_image_get(err, errlen);
     if (!img)
         return -ENOEXEC;
-    if (sampler_image_file_offset(img, sampler_image_symbol(img, HP_REPORT_ALLOC_SYM),
-                                  &report_alloc) != 0 ||
-        sampler_image_file_offset(img, sampler_image_symbol(img, HP_REPORT_FREE_SYM),
-                                  &report_free) != 0 ||
-        sampler_image_file_offset(img, sampler_image_symbol(img, HP_REPORT_ALLOC_OPT_SYM),
-                                  &report_alloc_opt) != 0) {
+    if (sampler_image_report_offsets(img, &report_alloc, &report_free, &report_alloc_opt) != 0) {
         snprintf(err, errlen, "the sampler has no report functions");
         return -ENOENT;
     }

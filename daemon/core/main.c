@@ -160,8 +160,6 @@ static void open_shared_sampler(const struct options *opts, struct bpf_state *bp
                                 struct inprocess_shared *shared)
 {
     char err[512];
-    shared->file.fd = -1;
-    shared->links.link_fd = -1;
     if (!opts->sampler_dir[0])
         return;
     if (inprocess_shared_open(bpf, opts->sampler_dir, shared, err, sizeof(err)) == 0)

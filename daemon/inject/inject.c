@@ -312,12 +312,8 @@ static int report_offsets(struct job *j)
     struct inject_state *s = j->s;
     if (!s->shared)
         snprintf(s->text_path, sizeof(s->text_path), "/proc/self/fd/%d", s->memfd);
-    if (sampler_image_file_offset(j->img, sampler_image_symbol(j->img, HP_REPORT_ALLOC_SYM),
-                                  &s->report_alloc) != 0 ||
-        sampler_image_file_offset(j->img, sampler_image_symbol(j->img, HP_REPORT_FREE_SYM),
-                                  &s->report_free) != 0 ||
-        sampler_image_file_offset(j->img, sampler_image_symbol(j->img, HP_REPORT_ALLOC_OPT_SYM),
-                                  &s->report_alloc_opt) != 0) {
+    if (sampler_image_report_offsets(j->img, &s->report_alloc, &s->report_free,
+                                     &s->report_alloc_opt) != 0) {
         snprintf(j->err, j->errlen, "the sampler has no report functions");
         return -ENOENT;
     }
@@ -406,13 +402,16 @@ static bool inherited_live(struct job *j)
     struct hp_install_status st;
     uint64_t at_c = sampler_image_symbol(j->img, HP_SAMPLER_CONFIG_SYM);
     uint64_t at_s = sampler_image_symbol(j->img, HP_INSTALL_STATUS_SYM);
-    return at_c && at_s &&
-           pread(j->mem_fd, &c, sizeof(c), (off_t)(j->s->base + at_c)) == (ssize_t)sizeof(c) &&
-           pread(j->mem_fd, &st, sizeof(st), (off_t)(j->s->base + at_s)) ==
-               (ssize_t)sizeof(st) &&
-           c.magic == HP_SAMPLER_MAGIC && c.version == HP_SAMPLER_VERSION && c.enabled == 1 &&
-           c.sample_interval == j->interval && c.self_lo == j->s->base && st.result >= 0 &&
-           st.slots_taken > 0 && st.done != 0 && (j->s->status = st, true);
+    if (!at_c || !at_s ||
+        pread(j->mem_fd, &c, sizeof(c), (off_t)(j->s->base + at_c)) != (ssize_t)sizeof(c) ||
+        pread(j->mem_fd, &st, sizeof(st), (off_t)(j->s->base + at_s)) != (ssize_t)sizeof(st))
+        return false;
+    if (c.magic != HP_SAMPLER_MAGIC || c.version != HP_SAMPLER_VERSION || c.enabled != 1 ||
+        c.sample_interval != j->interval || c.self_lo != j->s->base || st.result < 0 ||
+        st.slots_taken == 0 || st.done == 0)
+        return false;
+    j->s->status = st;
+    return true;
 }
 
 /* A fork child with its parent's live sampler: taken over as it runs,

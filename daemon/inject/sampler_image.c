@@ -12,6 +12,8 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "hp_sampler.h"
+
 extern const unsigned char hp_sampler_elf[];
 extern const size_t hp_sampler_elf_len;
 
@@ -152,4 +154,16 @@ int sampler_image_file_offset(const struct sampler_image *img, uint64_t vaddr, u
         }
     }
     return -ENOENT;
+}
+
+int sampler_image_report_offsets(const struct sampler_image *img, uint64_t *alloc,
+                                 uint64_t *free_, uint64_t *alloc_opt)
+{
+    const char *const names[3] = {HP_REPORT_ALLOC_SYM, HP_REPORT_FREE_SYM,
+                                  HP_REPORT_ALLOC_OPT_SYM};
+    uint64_t *const out[3] = {alloc, free_, alloc_opt};
+    for (int i = 0; i < 3; i++)
+        if (sampler_image_file_offset(img, sampler_image_symbol(img, names[i]), out[i]) != 0)
+            return -ENOENT;
+    return 0;
 }

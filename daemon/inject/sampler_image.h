@@ -46,4 +46,9 @@ uint64_t sampler_image_symbol(const struct sampler_image *img, const char *name)
 /* The file offset of the code at `vaddr` (for uprobes on the mapped file). */
 int sampler_image_file_offset(const struct sampler_image *img, uint64_t vaddr, uint64_t *off);
 
+/* The file offsets of the three report functions (hp_sampler.h), where
+ * their probes go; -ENOENT if one is missing (a build error). */
+int sampler_image_report_offsets(const struct sampler_image *img, uint64_t *alloc,
+                                 uint64_t *free_, uint64_t *alloc_opt);
+
 #endif
