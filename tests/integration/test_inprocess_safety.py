@@ -13,6 +13,7 @@ import hashlib
 import os
 import pwd
 import re
+import select
 import shutil
 import signal
 import subprocess
@@ -61,23 +62,32 @@ def stopped_threads(pid):
 
 class Bpftrace:
     """bpftrace with uprobes at offset 0 of libc's malloc, calloc, realloc
-    and free for one pid, as an SRE would run it; counts its hits."""
+    and free for one pid, as an SRE would run it; counts its hits.
+
+    Two waits are on bpftrace's own word, not on time. Ready: a last probe,
+    on libc's getppid for this test's own pid, prints a line when hit;
+    bpftrace attaches its probes in the program's order, so once this test
+    sees that line the allocator's probes are in. (A fixed second after
+    "Attaching N probes..." was too short on a new, loaded machine: it
+    counted no hit at all.) Stop: bpftrace 0.17 loses a SIGINT that comes
+    within about a second of its start-up (seen here: one sent right after
+    its first output left it in epoll_wait for good, and a second one ended
+    it in under a second), so SIGINT is sent again each second."""
+
+    READY_TIMEOUT_S = 60
+    STOP_TIMEOUT_S = 60
 
     def __init__(self, pid):
         probes = " ".join(
             f"uprobe:{LIBC}:{fn} /pid == {pid}/ {{ @{fn} = count(); }}"
             for fn in ("malloc", "calloc", "realloc", "free"))
-        self.proc = subprocess.Popen(["bpftrace", "-e", probes], stdout=subprocess.PIPE,
-                                     stderr=subprocess.STDOUT, text=True)
+        probes += f' uprobe:{LIBC}:getppid /pid == {os.getpid()}/ {{ printf("probed\\n"); }}'
+        self.proc = subprocess.Popen(["bpftrace", "-B", "none", "-e", probes],
+                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                     text=True)
+        self.out = ""
         try:
-            # It may warn first (RLIMIT_MEMLOCK, which BPF no longer needs).
-            seen = []
-            while not (seen and seen[-1].startswith("Attaching")) and len(seen) < 5:
-                seen.append(self.proc.stdout.readline())
-                h.check(seen[-1], f"bpftrace did not start: {''.join(seen)!r}")
-            # bpftrace prints "Attaching N probes..." before it attaches them.
-            time.sleep(1.0)
-            h.check(self.proc.poll() is None, "bpftrace exited")
+            self._wait_until_probed()
         except BaseException:
             # Its probes have no pid filter (the predicate is in the
             # program): one left behind would trap in every process.
@@ -85,14 +95,35 @@ class Bpftrace:
             self.proc.wait()
             raise
 
+    def _wait_until_probed(self):
+        fd = self.proc.stdout.fileno()
+        deadline = time.monotonic() + self.READY_TIMEOUT_S
+        while "probed\n" not in self.out:
+            h.check(self.proc.poll() is None, f"bpftrace exited: {self.out!r}")
+            h.check(time.monotonic() < deadline,
+                    f"bpftrace's marker probe was not hit within {self.READY_TIMEOUT_S} s"
+                    f" of its start: {self.out!r}")
+            os.getppid()
+            # Raw reads of the pipe: the text wrapper above it stays empty
+            # for communicate() in stop().
+            if select.select([fd], [], [], 0.05)[0]:
+                self.out += os.read(fd, 65536).decode(errors="replace")
+
     def stop(self):
         """Ends it; returns its hit counts by function."""
-        self.proc.send_signal(signal.SIGINT)
-        try:
-            out, _ = self.proc.communicate(timeout=60)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            out, _ = self.proc.communicate()
+        deadline = time.monotonic() + self.STOP_TIMEOUT_S
+        while True:
+            self.proc.send_signal(signal.SIGINT)
+            try:
+                out, _ = self.proc.communicate(timeout=1)
+                break
+            except subprocess.TimeoutExpired:
+                if time.monotonic() > deadline:
+                    self.proc.kill()
+                    self.proc.communicate()
+                    h.check(False, f"bpftrace did not end within {self.STOP_TIMEOUT_S} s"
+                            " of SIGINTs sent each second")
+        out = self.out + out
         return {m.group(1): int(m.group(2)) for m in re.finditer(r"@(\w+): (\d+)", out)}
 
 
