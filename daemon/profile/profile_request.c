@@ -202,7 +202,7 @@ static int answer_selected(struct daemon_ctx *ctx, const struct profile_query *q
     size_t n = attach_selected(ctx, q, who, procs, (size_t)found, &notes, &first, err, errlen);
     uint64_t t0 = monotonic_ns();
     selection_scope(q, scope, sizeof(scope));
-    int e = views_build_set(ctx, q, procs, n, scope, default_alloc, &p, err, errlen);
+    int e = views_build_set(ctx, q, who, procs, n, scope, default_alloc, &p, err, errlen);
     for (size_t i = 0; q->seconds && i < n; i++)
         targets_release(ctx->targets, procs[i].pid, HOLD_WINDOW);
     int exited = e == 0 && may_read_kept(q, who) ? selection_add_exited(ctx, q, p, procs, n) : 0;
@@ -243,6 +243,10 @@ static int answer_pid(struct daemon_ctx *ctx, const struct profile_query *q,
             return attach_for(ctx, who, q->pid, 0, q->seconds, err, errlen);
         e = selection_guard(ctx, q, may_read_kept(q, who), &started, err, errlen);
     }
+    /* The identity the access check below approves; every read is checked
+     * against it (docs/security.md). */
+    if (e == 0 && !started && proc_start_time(q->pid, &started) != 0)
+        started = 0; /* gone: attach_for() says so */
     if (e == 0)
         e = base_request_load(ctx, q, &base, err, errlen);
     /* A process let go while idle: the next request gets the profile it had
@@ -260,7 +264,7 @@ static int answer_pid(struct daemon_ctx *ctx, const struct profile_query *q,
     uint64_t t0 = monotonic_ns();
     struct pprof_profile *p = NULL;
     if (e == 0) {
-        e = views_build(ctx, q, who, default_alloc, &p, err, errlen);
+        e = views_build(ctx, q, who, started, default_alloc, &p, err, errlen);
         if (q->seconds)
             targets_release(ctx->targets, q->pid, HOLD_WINDOW);
     }
@@ -314,7 +318,7 @@ int profile_request_snapshot(struct daemon_ctx *ctx, pid_t pid, const struct cal
         }
     } else if (e == 0) {
         struct pprof_profile *p = NULL;
-        e = views_build(ctx, &q, who, 0, &p, err, errlen);
+        e = views_build(ctx, &q, who, t.start_time, 0, &p, err, errlen);
         if (e)
             return e;
         e = take_snapshot(p, &t, &unused);
@@ -342,6 +346,6 @@ int profile_request_answer(struct daemon_ctx *ctx, const struct profile_query *q
         return answer_selected(ctx, q, who, default_alloc, out, err, errlen);
     uint64_t t0 = monotonic_ns();
     struct pprof_profile *p = NULL;
-    int e = views_build(ctx, q, who, default_alloc, &p, err, errlen);
+    int e = views_build(ctx, q, who, 0, default_alloc, &p, err, errlen);
     return e ? e : answer_built(ctx, q, default_alloc, p, t0, NULL, out, err, errlen);
 }

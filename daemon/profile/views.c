@@ -12,6 +12,7 @@
 
 #include "clock.h"
 #include "heap_profile.h"
+#include "proc_info.h"
 #include "probe_cost.h"
 #include "targets.h"
 #include "visible_targets.h"
@@ -19,6 +20,7 @@
 /* One process's counts being gathered. */
 struct gathered {
     pid_t pid;
+    uint64_t start_time; /* which process had the pid when access was checked */
     char comm[17];
     struct stack_counts *counts;
     size_t n;
@@ -37,21 +39,73 @@ static int read_one(struct daemon_ctx *ctx, const struct profile_query *q, pid_t
     return bpf_state_read_counts(ctx->bpf, (uint32_t)pid, out, n);
 }
 
-/* Fills g[i].counts for every process, over the delta window if asked. */
-static int read_all(struct daemon_ctx *ctx, const struct profile_query *q, struct gathered *g,
-                    size_t ng)
+/*
+ * Whether pid g->pid is still the process that `who` was allowed to read:
+ * the same start time, and `who` may still profile it (a setuid exec
+ * keeps the start time but not the access). A pid freed and taken again
+ * by another user's process fails the first test (docs/security.md, "A
+ * read is of the process approved").
+ */
+static bool still_approved(const struct gathered *g, const struct caller *who)
+{
+    uint64_t now;
+    if (proc_start_time(g->pid, &now) != 0 || now != g->start_time)
+        return false;
+    return !who || access_may_profile(who, g->pid) == 0;
+}
+
+/* Notes each process's start time, the identity later reads are checked
+ * against; a process already gone is left out. Returns the count kept. */
+static size_t note_identities(struct gathered *g, size_t ng, uint64_t started)
+{
+    size_t kept = 0;
+    for (size_t i = 0; i < ng; i++) {
+        if (started && ng == 1)
+            g[i].start_time = started;
+        else if (proc_start_time(g[i].pid, &g[i].start_time) != 0)
+            continue;
+        g[kept++] = g[i];
+    }
+    return kept;
+}
+
+/* Drops (frees the counts of) every process that is no longer the one
+ * approved; returns the count kept, moved to the front. */
+static size_t drop_changed(struct gathered *g, size_t ng, const struct caller *who)
+{
+    size_t kept = 0;
+    for (size_t i = 0; i < ng; i++) {
+        if (still_approved(&g[i], who)) {
+            g[kept++] = g[i];
+            continue;
+        }
+        free(g[i].counts);
+        g[i].counts = NULL;
+    }
+    return kept;
+}
+
+/* Fills g[i].counts for every process, over the delta window if asked.
+ * Processes whose pid changed hands (or whose access `who` lost) during
+ * the window are dropped: *ng is the count kept. */
+static int read_all(struct daemon_ctx *ctx, const struct profile_query *q,
+                    const struct caller *who, struct gathered *g, size_t *ng)
 {
     int e = 0;
-    for (size_t i = 0; i < ng && e == 0; i++)
+    for (size_t i = 0; i < *ng && e == 0; i++)
         e = read_one(ctx, q, g[i].pid, &g[i].counts, &g[i].n);
-    if (e || q->seconds == 0)
+    /* Nothing to wait for: an empty selection is answered at once. */
+    if (e || q->seconds == 0 || *ng == 0)
         return e;
     /* Open from the first read to the second: /metrics shows it, so that
      * a client (the tests) knows what falls in the window. */
     atomic_fetch_add(&ctx->delta_windows_open, 1);
     sleep((unsigned)q->seconds);
     atomic_fetch_sub(&ctx->delta_windows_open, 1);
-    for (size_t i = 0; i < ng && e == 0; i++) {
+    /* A pid that changed hands in the window reads another process's
+     * counts: every stack of it would be "new" in the delta. */
+    *ng = drop_changed(g, *ng, who);
+    for (size_t i = 0; i < *ng && e == 0; i++) {
         struct stack_counts *after = NULL, *delta = NULL;
         size_t nafter = 0, ndelta = 0;
         targets_drain_frees(ctx->targets, g[i].pid);
@@ -63,7 +117,8 @@ static int read_all(struct daemon_ctx *ctx, const struct profile_query *q, struc
         g[i].counts = delta;
         g[i].n = ndelta;
     }
-    return e;
+    /* The second read may have raced an exit and a new process at the pid. */
+    return e ? e : (*ng = drop_changed(g, *ng, who), 0);
 }
 
 /* The processes of the profile: one, or every target `who` may see. */
@@ -102,16 +157,25 @@ static int add_target_comments(struct pprof_profile *p, const struct target_info
 }
 
 /* Builds the profile of the `ng` processes in `g` (their counts read
- * here); with `label`, each sample labelled pid and comm; `scope` says in
- * a comment what they are (NULL: one process, or all). Frees the counts. */
-static int build(struct daemon_ctx *ctx, const struct profile_query *q, struct gathered *g,
-                 size_t ng, int label, const char *scope, int default_alloc,
+ * here) for `who`; with `label`, each sample labelled pid and comm;
+ * `scope` says in a comment what they are (NULL: one process, or all).
+ * A process that is no longer the one approved is left out; one that
+ * changed while its maps were being read fails the build. Frees the
+ * counts. */
+static int build(struct daemon_ctx *ctx, const struct profile_query *q, const struct caller *who,
+                 struct gathered *g, size_t ng, int label, const char *scope, int default_alloc,
                  struct pprof_profile **out, char *err, size_t errlen)
 {
     struct heap_profile_part *parts = calloc(ng ? ng : 1, sizeof(*parts));
-    int e = parts ? read_all(ctx, q, g, ng) : -ENOMEM;
+    size_t asked = ng;
+    int e = parts ? read_all(ctx, q, who, g, &ng) : -ENOMEM;
     if (e) {
         snprintf(err, errlen, "read the BPF counts: %s", strerror(-e));
+        goto out;
+    }
+    if (q->pid && ng < asked) {
+        snprintf(err, errlen, "process %d exited, or changed, during the request", (int)q->pid);
+        e = -ESRCH;
         goto out;
     }
     for (size_t i = 0; i < ng; i++)
@@ -125,6 +189,15 @@ static int build(struct daemon_ctx *ctx, const struct profile_query *q, struct g
         .scope = scope,
     };
     e = heap_profile_build_parts(ctx->bpf, ctx->cache, &spec, parts, ng, label, out, err, errlen);
+    /* Its mappings were read from /proc after the counts: the same process? */
+    for (size_t i = 0; i < ng && e == 0; i++) {
+        if (still_approved(&g[i], who))
+            continue;
+        snprintf(err, errlen, "process %d exited, or changed, during the request", (int)g[i].pid);
+        pprof_free(*out);
+        *out = NULL;
+        e = -ESRCH;
+    }
 out:
     for (size_t i = 0; i < ng; i++)
         free(g[i].counts);
@@ -133,13 +206,14 @@ out:
 }
 
 int views_build(struct daemon_ctx *ctx, const struct profile_query *q, const struct caller *who,
-                int default_alloc, struct pprof_profile **out, char *err, size_t errlen)
+                uint64_t started, int default_alloc, struct pprof_profile **out, char *err,
+                size_t errlen)
 {
     struct gathered *g = calloc(HP_MAX_TARGETS, sizeof(*g));
     if (!g)
         return -ENOMEM;
-    size_t ng = choose(ctx, q, who, g);
-    int e = build(ctx, q, g, ng, q->pid == 0, NULL, default_alloc, out, err, errlen);
+    size_t ng = note_identities(g, choose(ctx, q, who, g), q->pid ? started : 0);
+    int e = build(ctx, q, who, g, ng, q->pid == 0, NULL, default_alloc, out, err, errlen);
     free(g);
     struct target_info info;
     if (e == 0 && q->pid && targets_info(ctx->targets, q->pid, &info))
@@ -148,19 +222,21 @@ int views_build(struct daemon_ctx *ctx, const struct profile_query *q, const str
 }
 
 int views_build_set(struct daemon_ctx *ctx, const struct profile_query *q,
-                    const struct process_found *procs, size_t n, const char *scope,
-                    int default_alloc, struct pprof_profile **out, char *err, size_t errlen)
+                    const struct caller *who, const struct process_found *procs, size_t n,
+                    const char *scope, int default_alloc, struct pprof_profile **out, char *err,
+                    size_t errlen)
 {
     struct gathered *g = calloc(n ? n : 1, sizeof(*g));
     if (!g)
         return -ENOMEM;
     for (size_t i = 0; i < n; i++) {
         g[i].pid = procs[i].pid;
+        g[i].start_time = procs[i].start_time;
         memcpy(g[i].comm, procs[i].comm, sizeof(g[i].comm));
     }
     struct profile_query all = *q;
     all.pid = 0; /* several processes, each labelled */
-    int e = build(ctx, &all, g, n, 1, scope, default_alloc, out, err, errlen);
+    int e = build(ctx, &all, who, g, n, 1, scope, default_alloc, out, err, errlen);
     free(g);
     return e;
 }

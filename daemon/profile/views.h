@@ -21,21 +21,28 @@
 
 /*
  * Builds the profile `q` asks for (q->pid 0: every profiled process `who`
- * may see). The process must be attached already. 0 and *out, or -errno
- * with a reason in `err` (-ESRCH: the process is gone).
+ * may see). The process must be attached already; `started` is the start
+ * time of the process at q->pid that `who` was allowed (0: read it here).
+ * Every read is checked against that identity and `who`'s access after
+ * it, and a process that changed is left out (docs/security.md). 0 and
+ * *out, or -errno with a reason in `err` (-ESRCH: the process is gone, or
+ * is another).
  */
 int views_build(struct daemon_ctx *ctx, const struct profile_query *q, const struct caller *who,
-                int default_alloc, struct pprof_profile **out, char *err, size_t errlen);
+                uint64_t started, int default_alloc, struct pprof_profile **out, char *err,
+                size_t errlen);
 
 /*
  * Builds the profile of the `n` processes `procs` (attached already), as
  * `q` asks but whatever its pid, each sample labelled pid and comm; a
  * comment says they are `scope` ("processes matching comm=redis").
- * Processes that exited meanwhile are left out.
+ * Processes that exited meanwhile, or are no longer the ones `procs` names
+ * (pid and start time) and `who` may read, are left out.
  */
 int views_build_set(struct daemon_ctx *ctx, const struct profile_query *q,
-                    const struct process_found *procs, size_t n, const char *scope,
-                    int default_alloc, struct pprof_profile **out, char *err, size_t errlen);
+                    const struct caller *who, const struct process_found *procs, size_t n,
+                    const char *scope, int default_alloc, struct pprof_profile **out, char *err,
+                    size_t errlen);
 
 /* Keeps the last profile of a target that exited or was let go (a
  * targets_farewell_fn; `arg` is the daemon_ctx), with why, what it was
