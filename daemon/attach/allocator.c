@@ -19,6 +19,7 @@
 #include "load_order.h"
 #include "probe_site.h"
 #include "proc_info.h"
+#include "safe_open.h"
 
 /* An object of the process, opened once per resolution. */
 struct candidate {
@@ -96,14 +97,17 @@ static struct elf_file *open_debug_file(pid_t pid, const struct candidate *c)
         return NULL;
     snprintf(root, sizeof(root), "/proc/%d/root", (int)pid);
     struct debug_target t = {.root = root, .path = c->lo->path, .build_id = id,
-                             .build_id_len = len, .dev = dev, .ino = ino};
+                             .build_id_len = len, .dev = dev, .ino = ino,
+                             .reader = {.max_bytes = SAFE_OPEN_MAX_DEBUG_BYTES}};
     char *found = NULL;
+    if (safe_open_reader_of(pid, &t.reader) != 0)
+        return NULL;
     int fd = debug_link_open(&t, &found);
     if (fd < 0)
         return NULL;
-    if (elf_file_open(found, &dbg) != 0)
+    /* The descriptor checked, not its path again: the process may swap it. */
+    if (elf_file_open_fd(fd, &dbg) != 0)
         dbg = NULL;
-    close(fd);
     free(found);
     return dbg;
 }

@@ -72,31 +72,34 @@ static bool is_debug_file_of(const struct debug_target *t, int fd)
     return same;
 }
 
-/* Opens `path` if it is a regular file other than the file itself and
- * passes `check` (NULL: any); returns the descriptor and *found. */
-static int try_path(const struct debug_target *t, const char *path, bool check, char **found)
+/* Opens `path` inside `root` (safe_open_in_root(): the process controls
+ * both the names and the files there) if it is a regular file other than
+ * the file itself that t's reader may read and that passes `check`
+ * (NULL: any); returns the descriptor and *found (root and path). */
+static int try_path(const struct debug_target *t, const char *root, const char *path, bool check,
+                    char **found)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return -errno;
     struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) ||
-        (st.st_dev == t->dev && st.st_ino == t->ino) || (check && !is_debug_file_of(t, fd))) {
+    int fd = safe_open_in_root(root, path, &t->reader, &st);
+    if (fd < 0)
+        return fd == -ENOMEM ? fd : -ENOENT;
+    if ((st.st_dev == t->dev && st.st_ino == t->ino) || (check && !is_debug_file_of(t, fd))) {
         close(fd);
         return -ENOENT;
     }
-    *found = strdup(path);
-    if (!*found) {
+    if (asprintf(found, "%s%s", root, path) < 0) {
+        *found = NULL;
         close(fd);
         return -ENOMEM;
     }
     return fd;
 }
 
-/* try_path() on the path `fmt` makes; -ENAMETOOLONG if it does not fit. */
-__attribute__((format(printf, 4, 5))) static int try_formatted(const struct debug_target *t,
-                                                              bool check, char **found,
-                                                              const char *fmt, ...)
+/* try_path() on ROOT and the path `fmt` makes; -ENAMETOOLONG if it does
+ * not fit. */
+__attribute__((format(printf, 5, 6))) static int try_formatted(const struct debug_target *t,
+                                                              const char *root, bool check,
+                                                              char **found, const char *fmt, ...)
 {
     char path[PATH_MAX];
     va_list ap;
@@ -105,7 +108,20 @@ __attribute__((format(printf, 4, 5))) static int try_formatted(const struct debu
     va_end(ap);
     if (n < 0 || (size_t)n >= sizeof(path))
         return -ENAMETOOLONG;
-    return try_path(t, path, check, found);
+    return try_path(t, root, path, check, found);
+}
+
+/* The root a found path (root and path, as try_path() makes it) is under,
+ * and the path inside it. */
+static const char *split_root(const struct debug_target *t, const char *full, const char **root)
+{
+    size_t n = t->root ? strlen(t->root) : 0;
+    if (n && strncmp(full, t->root, n) == 0 && full[n] == '/') {
+        *root = t->root;
+        return full + n;
+    }
+    *root = "";
+    return full;
 }
 
 /* Tries ROOT/usr/lib/debug/.build-id/xx/yyyy.debug. */
@@ -115,7 +131,7 @@ static int try_build_id(const struct debug_target *t, const char *root, char **f
     if (t->build_id_len < 2 || t->build_id_len > BUILD_ID_MAX_BYTES)
         return -ENOENT;
     build_id_hex(t->build_id, t->build_id_len, hex);
-    return try_formatted(t, true, found, "%s%s/.build-id/%.2s/%s.debug", root, DEBUG_LINK_DIR, hex,
+    return try_formatted(t, root, true, found, "%s/.build-id/%.2s/%s.debug", DEBUG_LINK_DIR, hex,
                          hex + 2);
 }
 
@@ -128,12 +144,12 @@ static int try_debuglink(const struct debug_target *t, const char *root, char **
         return -ENOENT;
     int dirlen = (int)(slash - t->path);
     /* Beside the file, in .debug beside it, and under DEBUG_LINK_DIR. */
-    int fd = try_formatted(t, true, found, "%s%.*s/%s", root, dirlen, t->path, t->debuglink);
+    int fd = try_formatted(t, root, true, found, "%.*s/%s", dirlen, t->path, t->debuglink);
     if (fd < 0 && fd != -ENOMEM)
-        fd = try_formatted(t, true, found, "%s%.*s/.debug/%s", root, dirlen, t->path,
+        fd = try_formatted(t, root, true, found, "%.*s/.debug/%s", dirlen, t->path,
                            t->debuglink);
     if (fd < 0 && fd != -ENOMEM)
-        fd = try_formatted(t, true, found, "%s" DEBUG_LINK_DIR "%.*s/%s", root, dirlen, t->path,
+        fd = try_formatted(t, root, true, found, DEBUG_LINK_DIR "%.*s/%s", dirlen, t->path,
                            t->debuglink);
     return fd >= 0 || fd == -ENOMEM ? fd : -ENOENT;
 }
@@ -163,16 +179,18 @@ int debug_link_open_alt(const struct debug_target *t, const char *debug_path, co
         return -ENOENT;
     if (altname[0] != '/') {
         /* Relative to the debug file, which is already under the right root. */
-        const char *slash = debug_path ? strrchr(debug_path, '/') : NULL;
+        const char *root;
+        const char *inside = debug_path ? split_root(t, debug_path, &root) : NULL;
+        const char *slash = inside ? strrchr(inside, '/') : NULL;
         if (!slash)
             return -ENOENT;
-        return try_formatted(t, false, found, "%.*s/%s", (int)(slash - debug_path), debug_path,
+        return try_formatted(t, root, false, found, "%.*s/%s", (int)(slash - inside), inside,
                              altname);
     }
     struct roots r;
     roots_of(t, &r);
     for (size_t i = 0; i < r.n; i++) {
-        int fd = try_formatted(t, false, found, "%s%s", r.v[i], altname);
+        int fd = try_path(t, r.v[i], altname, false, found);
         if (fd >= 0 || fd == -ENOMEM)
             return fd;
     }
@@ -194,11 +212,17 @@ static Elf_Data *altlink_data(Elf *elf)
     return NULL;
 }
 
-int debug_link_alt_build_id(const char *debug_path, unsigned char *id, size_t *len)
+int debug_link_alt_build_id(const struct debug_target *t, const char *debug_path,
+                            unsigned char *id, size_t *len)
 {
-    int fd = debug_path ? open(debug_path, O_RDONLY | O_CLOEXEC) : -1;
+    if (!debug_path)
+        return -ENOENT;
+    const char *root;
+    const char *inside = split_root(t, debug_path, &root);
+    struct stat st;
+    int fd = safe_open_in_root(root, inside, &t->reader, &st);
     if (fd < 0)
-        return debug_path ? -errno : -ENOENT;
+        return fd;
     int err = -ENOENT;
     Elf *elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
     Elf_Data *d = elf ? altlink_data(elf) : NULL;

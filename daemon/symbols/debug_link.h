@@ -21,6 +21,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "safe_open.h"
+
 /* Where distributions install debug files. */
 #define DEBUG_LINK_DIR "/usr/lib/debug"
 
@@ -34,10 +36,14 @@ struct debug_target {
     uint32_t debuglink_crc;
     dev_t dev; /* the file itself, never its own debug file */
     ino_t ino;
+    /* Whom the files are opened for (the process's owner: it must be able
+     * to read them itself), and their size bound. */
+    struct safe_open_rule reader;
 };
 
 /*
- * Opens the debug file of `t`. Returns a file descriptor (the caller closes
+ * Opens the debug file of `t`, every candidate with safe_open_in_root()
+ * (the process controls the names and the directories). Returns a file descriptor (the caller closes
  * it) and its path in *found (malloc'd), or -ENOENT if there is none.
  */
 int debug_link_open(const struct debug_target *t, char **found);
@@ -52,11 +58,12 @@ int debug_link_open_alt(const struct debug_target *t, const char *debug_path, co
 
 /*
  * The build ID of the supplementary file that the debug file at
- * `debug_path` names in its .gnu_debugaltlink section (the file name, then
+ * `debug_path` (found for `t`) names in its .gnu_debugaltlink section (the file name, then
  * the build ID's bytes), into `id` (BUILD_ID_MAX_BYTES bytes) and *len: 0,
  * or -ENOENT when it names none, -errno when it cannot be read. For
  * fetching that file by build ID when it is not installed.
  */
-int debug_link_alt_build_id(const char *debug_path, unsigned char *id, size_t *len);
+int debug_link_alt_build_id(const struct debug_target *t, const char *debug_path,
+                            unsigned char *id, size_t *len);
 
 #endif

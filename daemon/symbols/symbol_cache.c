@@ -19,6 +19,7 @@
 
 #include "clock.h"
 #include "proc_info.h"
+#include "safe_open.h"
 
 /* Entries taken out of the table, to close once the lock is released. */
 struct victims {
@@ -227,6 +228,8 @@ static int locate(pid_t pid, const struct proc_mapping *m, char *path, size_t le
     if (e != 0) {
         int n = snprintf(path, len, "/proc/%d/root%s", (int)pid, m->path);
         e = n < 0 || (size_t)n >= len ? -ENAMETOOLONG : stat_path(path, &st);
+        if (e == 0 && (st.st_ino != m->inode || st.st_dev != makedev(m->dev_major, m->dev_minor)))
+            e = -ENOENT; /* another file by that name now */
         first = first == -ENOENT ? e : first;
     }
     if (e != 0) {
@@ -258,11 +261,22 @@ static int entry_open(struct symbol_cache *c, pid_t pid, const struct proc_mappi
         return -ENOMEM;
     char root[64];
     snprintf(root, sizeof(root), "/proc/%d/root", (int)pid);
+    /* Gone (its last profile is being kept): only debug files anyone may read. */
+    struct safe_open_rule reader = {.reader_uid = (uid_t)-1, .reader_gid = (gid_t)-1};
+    safe_open_reader_of(pid, &reader);
     int err = symbolizer_open_fetching(path, root, m->path, c->fetch, &e->sym);
     if (err) {
         free(e);
         return err;
     }
+    /* The path may name another file now than when located: its links are
+     * the process's to change. */
+    if (!symbolizer_is_file(e->sym, id->dev, id->ino)) {
+        symbolizer_close(e->sym);
+        free(e);
+        return -ENOENT;
+    }
+    symbolizer_set_reader(e->sym, reader.reader_uid, reader.reader_gid);
     snprintf(e->build_id, sizeof(e->build_id), "%s", symbolizer_build_id(e->sym));
     pthread_mutex_init(&e->lock, NULL);
     e->files[0] = *id;

@@ -48,6 +48,7 @@ struct symbolizer {
     const char *debuglink; /* in the file's own Elf, NULL if none */
     GElf_Word debuglink_crc;
     char *root, *path; /* where the process sees the file, for the debug search */
+    struct safe_open_rule reader; /* whom its debug files are opened for */
     dev_t dev;
     ino_t ino;
     uint64_t file_bytes, debug_bytes;
@@ -72,6 +73,7 @@ static struct debug_target target_of(const struct symbolizer *z)
         .debuglink_crc = z->debuglink_crc,
         .dev = z->dev,
         .ino = z->ino,
+        .reader = z->reader,
     };
 }
 
@@ -90,8 +92,9 @@ static int fetch_debuginfo(struct symbolizer *z, bool alt, char **found)
     if (!z->fetch)
         return -ENOENT;
     if (alt) {
+        struct debug_target t = target_of(z);
         if (atomic_load(&z->awaits_alt) ||
-            debug_link_alt_build_id(z->debug_path, z->alt_id, &z->alt_id_len) != 0)
+            debug_link_alt_build_id(&t, z->debug_path, z->alt_id, &z->alt_id_len) != 0)
             return -ENOENT;
         id = z->alt_id;
         len = z->alt_id_len;
@@ -177,6 +180,17 @@ static int read_file_facts(struct symbolizer *z)
     return 0;
 }
 
+void symbolizer_set_reader(struct symbolizer *z, uid_t uid, gid_t gid)
+{
+    z->reader.reader_uid = uid;
+    z->reader.reader_gid = gid;
+}
+
+bool symbolizer_is_file(const struct symbolizer *z, dev_t dev, ino_t ino)
+{
+    return z->dev == dev && z->ino == ino;
+}
+
 int symbolizer_open(const char *open_path, const char *root, const char *path,
                     struct symbolizer **out)
 {
@@ -196,12 +210,13 @@ int symbolizer_open_fetching(const char *open_path, const char *root, const char
     z->memo = symbol_memo_new();
     if (!z->root || !z->path || !z->memo)
         goto out;
-    int fd = open(open_path, O_RDONLY | O_CLOEXEC);
+    /* Only root opens here, for whoever may profile: the reader is set
+     * later (symbolizer_set_reader()) for the debug files. */
+    z->reader = (struct safe_open_rule){.max_bytes = SAFE_OPEN_MAX_DEBUG_BYTES};
     struct stat st;
-    if (fd < 0 || fstat(fd, &st) != 0) {
-        err = -errno;
-        if (fd >= 0)
-            close(fd);
+    int fd = safe_open_path(open_path, &z->reader, &st);
+    if (fd < 0) {
+        err = fd == -EFBIG ? -ENOEXEC : fd;
         goto out;
     }
     z->dev = st.st_dev;

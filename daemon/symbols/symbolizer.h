@@ -21,6 +21,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 /* Lines kept per address: the call itself and the calls inlined into it.
  * Deeper inline chains than this are rare even in C++ (std containers nest
@@ -54,6 +55,14 @@ int symbolizer_open(const char *open_path, const char *root, const char *path,
                     struct symbolizer **out);
 
 struct debuginfod_fetch;
+
+/* Opens the debug files of `z` only if user `uid` (group `gid`), for whose
+ * process they are looked for, could read them itself (safe_open.h). */
+void symbolizer_set_reader(struct symbolizer *z, uid_t uid, gid_t gid);
+
+/* Whether `z` is of the file `dev`/`ino`: a path may name another file by
+ * the time it is opened. */
+bool symbolizer_is_file(const struct symbolizer *z, dev_t dev, ino_t ino);
 
 /* symbolizer_open(), asking `fetch` (debuginfod_fetch.h; NULL: none) for
  * the debug file by build ID when there is no local one. */

@@ -6,10 +6,22 @@ checks that it fails:
   process exits in the window and root's takes its pid (clone3 set_tid,
   standing in for the user's fork cycling); the user receives none of
   root's stacks.
+- a program of the user's whose .gnu_debuglink names a FIFO, a symlink to
+  a device node, or a symlink to a root-only debug file: no request
+  blocks, and the daemon opens none of them (inotify sees no open) and
+  shows no name from the root-only file; the user's own debug file is
+  still read.
 """
 
 import concurrent.futures
+import ctypes
 import os
+import secrets
+import shutil
+import stat
+import subprocess
+import tempfile
+import time
 import unittest
 
 import heapprof_harness as h
@@ -74,6 +86,167 @@ class PidReuseTest(unittest.TestCase):
         leaked = samples_of(body)
         h.check(not leaked, f"the user's all-process delta holds {len(leaked)} samples "
                             f"of root's process at its old pid: {h.describe(leaked[:3])}")
+
+
+# A program of the user's: "ready PID", then on a line 100 allocations from
+# a function whose name is only in its debug file, "done", and a line to exit.
+DEBUGGED_C = r"""
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+__attribute__((noinline)) void *hostile_named_in_debug_file_only(size_t n)
+{
+    void *p = malloc(n);
+    __asm__ volatile("" : : "r"(p) : "memory");
+    return p;
+}
+int main(void)
+{
+    char line[16];
+    printf("ready %d\n", getpid());
+    fflush(stdout);
+    if (!fgets(line, sizeof(line), stdin))
+        return 1;
+    for (int i = 0; i < 100; i++)
+        hostile_named_in_debug_file_only(1000);
+    printf("done\n");
+    fflush(stdout);
+    fgets(line, sizeof(line), stdin);
+    return 0;
+}
+"""
+LEAF = "hostile_named_in_debug_file_only"
+# How long a profile request may take here: a blocked one never ends.
+ANSWER_TIMEOUT_S = 20
+# How soon /healthz must answer meanwhile: it is served in a thread of its
+# own and takes no lock a profile holds, so anything near this is a block;
+# above 1 s for the machine's load (a parallel build on 2 cores).
+HEALTHZ_DEADLINE_S = 3.0
+IN_OPEN = 0x20
+IN_NONBLOCK = os.O_NONBLOCK
+
+
+class OpenWatch:
+    """inotify IN_OPEN on one file: whether anything opened it (an O_PATH
+    lookup is no open)."""
+
+    def __init__(self, path):
+        self.libc = ctypes.CDLL(None, use_errno=True)
+        self.fd = self.libc.inotify_init1(IN_NONBLOCK)
+        h.check(self.fd >= 0, f"inotify_init1: errno {ctypes.get_errno()}")
+        wd = self.libc.inotify_add_watch(self.fd, path.encode(), IN_OPEN)
+        h.check(wd >= 0, f"inotify_add_watch {path}: errno {ctypes.get_errno()}")
+        self.path = path
+
+    def opened(self):
+        try:
+            return len(os.read(self.fd, 4096)) > 0
+        except BlockingIOError:
+            return False
+
+    def close(self):
+        os.close(self.fd)
+
+
+class DebugLinkTest(unittest.TestCase):
+    """Paths a target controls: its debug link (docs/security.md)."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.d = cls.enterClassContext(h.Daemon("--sample-interval", "1"))
+        cls.tmp = cls.enterClassContext(tempfile.TemporaryDirectory(prefix="hphst-root-"))
+        os.chmod(cls.tmp, 0o700)  # root's: the user cannot reach into it
+        cls.src = os.path.join(cls.tmp, "debugged.c")
+        with open(cls.src, "w") as f:
+            f.write(DEBUGGED_C)
+
+    def user_program(self, name):
+        """Builds the program with a build ID of its own (the symbol cache
+        keeps files by build ID), split into a stripped program in a
+        directory of the user's, linked to "prog.debug", and its debug file,
+        kept in root's directory; returns (program, the user's directory,
+        the debug file)."""
+        built = os.path.join(self.tmp, name)
+        r = subprocess.run(["gcc", "-O1", "-g", f"-Wl,--build-id=0x{secrets.token_hex(20)}",
+                            "-o", built, self.src], capture_output=True, text=True, timeout=60)
+        h.check(r.returncode == 0, f"gcc: {r.stderr}")
+        debug = os.path.join(self.tmp, name + "-dir", "prog.debug")
+        os.mkdir(os.path.dirname(debug), 0o700)
+        for argv in (["objcopy", "--only-keep-debug", built, debug],
+                     ["objcopy", "--strip-all", f"--add-gnu-debuglink={debug}", built]):
+            r = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+            h.check(r.returncode == 0, f"{' '.join(argv)}: {r.stderr}")
+        os.chmod(debug, 0o600)
+        where = os.path.join(u.home(), name)
+        os.mkdir(where)
+        prog = os.path.join(where, "prog")
+        shutil.copy(built, prog)
+        os.chmod(prog, 0o755)
+        os.chown(where, u.uid(), u.uid())
+        return prog, where, debug
+
+    def profile_as_user(self, prog):
+        """Runs `prog` as the user, attaches it and lets it allocate, then
+        asks for its profile as the user while root asks for /healthz;
+        returns the profile's leaf names. Fails if a request blocks."""
+        d = self.d
+        with u.UserWorkload("prog", path=prog) as w, \
+                concurrent.futures.ThreadPoolExecutor(1) as pool:
+            url = d.url(f"/debug/pprof/heap?pid={w.pid}")
+            h.check_equal(u.curl(url, max_time=ANSWER_TIMEOUT_S)[0], 200, "attach as the user")
+            w.run()
+            request = pool.submit(u.curl, url, max_time=ANSWER_TIMEOUT_S)
+            while not request.done():
+                t0 = time.monotonic()
+                status, _ = h.get(d.url("/healthz"), timeout=5)
+                took = time.monotonic() - t0
+                h.check(status == 200 and took < HEALTHZ_DEADLINE_S,
+                        f"/healthz while the user's profile is built: {status} in {took:.1f} s")
+                time.sleep(0.2)
+            status, body = request.result()
+            h.check_equal(status, 200, f"the user's profile (0: none within {ANSWER_TIMEOUT_S} s, "
+                                       f"a blocked open): {body[:300]!r}")
+            return set(h.totals_by_leaf(h.decode(body).samples))
+
+    def test_a_debug_link_to_a_fifo_blocks_nothing(self):
+        prog, where, _ = self.user_program("fifo")
+        fifo = os.path.join(where, "prog.debug")
+        os.mkfifo(fifo)
+        os.chown(fifo, u.uid(), u.uid())
+        self.profile_as_user(prog)
+
+    def test_a_debug_link_to_a_device_node_is_never_opened(self):
+        prog, where, _ = self.user_program("device")
+        node = os.path.join(self.tmp, "device-node")
+        os.mknod(node, 0o666 | stat.S_IFCHR, os.makedev(1, 3))  # like /dev/null
+        os.symlink(node, os.path.join(where, "prog.debug"))
+        watch = OpenWatch(node)
+        try:
+            self.profile_as_user(prog)
+            h.check(not watch.opened(), f"the daemon opened the device node {node}")
+        finally:
+            watch.close()
+
+    def test_a_debug_link_to_a_root_only_file_is_not_read_for_the_user(self):
+        prog, where, debug = self.user_program("rootonly")
+        os.chmod(os.path.dirname(debug), 0o755)  # the file itself stays 0600
+        os.symlink(debug, os.path.join(where, "prog.debug"))
+        watch = OpenWatch(debug)
+        try:
+            leaves = self.profile_as_user(prog)
+            h.check(LEAF not in leaves, f"the user's profile names {LEAF}, read from root's "
+                                        f"0600 debug file: {sorted(leaves)}")
+            h.check(not watch.opened(), f"the daemon opened root's 0600 file {debug}")
+        finally:
+            watch.close()
+
+    def test_the_users_own_debug_file_is_still_read(self):
+        prog, where, debug = self.user_program("own")
+        own = os.path.join(where, "prog.debug")
+        shutil.copy(debug, own)
+        os.chown(own, u.uid(), u.uid())
+        leaves = self.profile_as_user(prog)
+        h.check(LEAF in leaves, f"the user's own debug file was not read: {sorted(leaves)}")
 
 
 if __name__ == "__main__":
