@@ -21,6 +21,7 @@
 #include <microhttpd.h>
 
 #include "access.h"
+#include "caller_limits.h"
 #include "http_caller.h"
 #include "http_history.h"
 #include "index_html.h"
@@ -42,10 +43,12 @@ struct listener {
     const struct access_trust *trust;
     struct caller token_caller; /* who presents the token: trusted, no uid */
     char name[128];         /* "127.0.0.1:6060" or the socket path, for the audit */
+    struct caller_limits *limits; /* the server's, shared by its listeners */
     struct MHD_Daemon *mhd;
 };
 
 struct http_server {
+    struct caller_limits limits;
     struct listener tcp;
     struct listener unix_sock;
     struct access_trust trust;
@@ -274,6 +277,9 @@ static enum MHD_Result serve_metrics(struct daemon_ctx *ctx, struct MHD_Connecti
                    NULL);
 }
 
+static enum MHD_Result route(struct listener *l, struct MHD_Connection *conn, const char *url,
+                             const struct http_upload *up, int snapshot, const struct caller *who);
+
 static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char *url,
                               const char *method, const char *version, const char *upload_data,
                               size_t *upload_data_size, void **req_cls)
@@ -321,6 +327,32 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
     }
     if (strcmp(url, "/metrics") == 0)
         return serve_metrics(ctx, conn, who);
+    if (who->trusted)
+        return route(l, conn, url, post ? *req_cls : NULL, snapshot, who);
+    /* An untrusted caller's requests are counted while they run, so that
+     * its delta windows cannot take every connection. */
+    int busy = caller_limits_enter(l->limits, who->uid);
+    if (busy) {
+        char why[256];
+        if (busy == -EUSERS)
+            snprintf(why, sizeof(why), "uid %u has %d requests in progress, the most one user "
+                     "may have at once: wait for one to end", (unsigned)who->uid,
+                     CALLER_MAX_REQUESTS_PER_UID);
+        else
+            snprintf(why, sizeof(why), "uid %u: the connections untrusted callers may hold are "
+                     "all in use: try again soon", (unsigned)who->uid);
+        return respond_text(ctx, conn, MHD_HTTP_TOO_MANY_REQUESTS, why);
+    }
+    enum MHD_Result r = route(l, conn, url, post ? *req_cls : NULL, snapshot, who);
+    caller_limits_leave(l->limits, who->uid);
+    return r;
+}
+
+/* Answers a request past its caller's identification and limits. */
+static enum MHD_Result route(struct listener *l, struct MHD_Connection *conn, const char *url,
+                             const struct http_upload *up, int snapshot, const struct caller *who)
+{
+    struct daemon_ctx *ctx = l->ctx;
     if (strcmp(url, "/debug/pprof/") == 0 || strcmp(url, "/debug/pprof") == 0) {
         const char *format = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "format");
         if (format && strcmp(format, "json") == 0)
@@ -330,7 +362,6 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
                                 "bad format for the index: want json or html");
         return serve_index(ctx, conn, who);
     }
-    const struct http_upload *up = post ? *req_cls : NULL;
     if (strcmp(url, "/debug/pprof/heap") == 0)
         return serve_profile(ctx, conn, who, 0, up);
     if (strcmp(url, "/debug/pprof/allocs") == 0)
@@ -433,6 +464,8 @@ int http_server_start(struct daemon_ctx *ctx, const struct http_listen *how,
     if (!s)
         return -ENOMEM;
     s->tcp.ctx = s->unix_sock.ctx = ctx;
+    caller_limits_init(&s->limits);
+    s->tcp.limits = s->unix_sock.limits = &s->limits;
     if (how->trust)
         s->trust = *how->trust;
     s->tcp.trust = s->unix_sock.trust = &s->trust;
@@ -453,6 +486,7 @@ int http_server_start(struct daemon_ctx *ctx, const struct http_listen *how,
                      (unsigned)how->port);
             close(fd);
         }
+        caller_limits_destroy(&s->limits);
         free(s);
         return e;
     }
@@ -468,6 +502,7 @@ int http_server_start(struct daemon_ctx *ctx, const struct http_listen *how,
                 close(fd);
             }
             MHD_stop_daemon(s->tcp.mhd);
+            caller_limits_destroy(&s->limits);
             free(s);
             return e;
         }
@@ -486,5 +521,6 @@ void http_server_stop(struct http_server *s)
         MHD_stop_daemon(s->unix_sock.mhd);
         unlink(s->unix_path);
     }
+    caller_limits_destroy(&s->limits);
     free(s);
 }

@@ -11,6 +11,10 @@ checks that it fails:
   blocks, and the daemon opens none of them (inotify sees no open) and
   shows no name from the root-only file; the user's own debug file is
   still read.
+- 64 delta requests of one user: /healthz and root's requests answer
+  within HEALTHZ_DEADLINE_S throughout (the user's requests past its
+  share are refused at once, 429); a selection with nothing in it is
+  answered at once, not after its window.
 """
 
 import concurrent.futures
@@ -247,6 +251,67 @@ class DebugLinkTest(unittest.TestCase):
         os.chown(own, u.uid(), u.uid())
         leaves = self.profile_as_user(prog)
         h.check(LEAF in leaves, f"the user's own debug file was not read: {sorted(leaves)}")
+
+
+# The user's delta windows in the connection test: longer than the test's
+# checks, short enough that the daemon stops soon after (it waits for them).
+HELD_WINDOW_S = 8
+# Requests one untrusted uid may have in progress (caller_limits.h).
+PER_UID_REQUESTS = 4
+
+
+class ConnectionsTest(unittest.TestCase):
+    """One user's requests cannot take the server's connections."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.d = cls.enterClassContext(h.Daemon("--sample-interval", "1"))
+
+    def test_an_empty_selection_is_answered_at_once(self):
+        t0 = time.monotonic()
+        status, body = u.curl(self.d.url("/debug/pprof/heap?seconds=30"), max_time=10)
+        took = time.monotonic() - t0
+        h.check(status == 200 and took < HEALTHZ_DEADLINE_S,
+                f"a delta of nothing (the user profiles no process): {status} after {took:.1f} s, "
+                f"{body[:200]!r}")
+
+    def test_one_users_windows_leave_healthz_and_root_answered(self):
+        d = self.d
+        with u.UserWorkload("exact") as theirs, h.Workload("exact") as roots:
+            h.check_equal(u.curl(d.url(f"/debug/pprof/heap?pid={theirs.pid}"))[0], 200,
+                          "the user attaching its own process")
+            h.check_equal(h.get(d.url(f"/debug/pprof/heap?pid={roots.pid}"))[0], 200,
+                          "root attaching its process")
+            url = d.url(f"/debug/pprof/heap?pid={theirs.pid}&seconds={HELD_WINDOW_S}")
+            curls = [subprocess.Popen(u.curl_argv(url, max_time=HELD_WINDOW_S + 30),
+                                      stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+                     for _ in range(64)]
+            try:
+                d.wait_until(lambda: d.metric("heapprofd_delta_windows_open") >= PER_UID_REQUESTS,
+                             h.DELTA_OPEN_TIMEOUT_S, "the user's windows to open")
+                deadline = time.monotonic() + 3
+                while time.monotonic() < deadline:
+                    for path in ("/healthz", f"/debug/pprof/heap?pid={roots.pid}"):
+                        t0 = time.monotonic()
+                        try:
+                            status, _ = h.get(d.url(path), timeout=HEALTHZ_DEADLINE_S)
+                        except OSError as e:
+                            status = f"no answer ({e})"
+                        took = time.monotonic() - t0
+                        h.check(status == 200 and took < HEALTHZ_DEADLINE_S,
+                                f"root's {path} beside 64 delta requests of one user: {status} "
+                                f"after {took:.1f} s")
+                refused = [c for c in curls if c.poll() is not None]
+                codes = {u.parse_curl(c.stdout.read())[0] for c in refused}
+                h.check(len(refused) >= 64 - PER_UID_REQUESTS and codes == {429},
+                        f"the user's requests past its {PER_UID_REQUESTS}: {len(refused)} "
+                        f"answered, with {codes}")
+            finally:
+                for c in curls:
+                    if c.poll() is None:
+                        c.kill()
+                    c.wait()
+                    c.stdout.close()
 
 
 if __name__ == "__main__":
