@@ -36,14 +36,22 @@ void watch_count(struct process_watch *w, uint64_t *counter, uint64_t n)
     pthread_mutex_unlock(&w->lock);
 }
 
-/* Whether a target rule matches `pid`, and the sampler the first that
- * names one asks for (-1: none does). */
-static bool rule_matches(struct process_watch *w, pid_t pid, int *sampler)
+/* Whether a target rule matches `pid`, the sampler the first that names
+ * one asks for (-1: none does), and the owner whose cap it counts against
+ * (`p`'s owned and owner). */
+static bool rule_matches(struct process_watch *w, pid_t pid, int *sampler, struct pending *p)
 {
+    bool owned = false;
+    uid_t owner = 0;
+    *sampler = -1;
     pthread_mutex_lock(&w->lock);
-    bool m = target_rules_any(&w->rules) && target_rules_match(&w->rules, pid);
-    *sampler = m ? target_rules_sampler(&w->rules, pid) : -1;
+    bool m = target_rules_any(&w->rules) &&
+             target_rules_match_owner(&w->rules, pid, sampler, &owned, &owner);
     pthread_mutex_unlock(&w->lock);
+    if (m && owned) {
+        p->owned = true;
+        p->owner = owner;
+    }
     return m;
 }
 
@@ -72,7 +80,7 @@ static void on_exec(struct process_watch *w, const struct hp_proc_event *ev)
     }
     holders_drop(&p.holders, HOLD_FORK);
     int rule_sampler;
-    if (rule_matches(w, pid, &rule_sampler)) {
+    if (rule_matches(w, pid, &rule_sampler, &p)) {
         holders_add(&p.holders, HOLD_RULE, HOLD_FOREVER);
         p.sampler = rule_sampler >= 0 ? rule_sampler : p.sampler;
     }
@@ -197,18 +205,20 @@ static void attach_matching(pid_t pid, void *arg)
     if (was_target && holders_holds(&h, HOLD_RULE, 0))
         return;
     int rule_sampler;
-    if (!rule_matches(w, pid, &rule_sampler))
+    struct pending p = {.pid = pid, .event_ns = monotonic_ns(), .from_scan = true,
+                        .was_target = was_target};
+    if (!rule_matches(w, pid, &rule_sampler, &p))
         return; /* the rules changed since the scan's copy */
     if (w->scan_queues) {
-        struct pending p = {.pid = pid, .sampler = rule_sampler, .event_ns = monotonic_ns(),
-                            .from_scan = true, .was_target = was_target};
+        p.sampler = rule_sampler;
         holders_add(&p.holders, HOLD_RULE, HOLD_FOREVER);
         watch_add_pending(w, &p);
         return;
     }
     enum sampler_kind sampler = (enum sampler_kind)rule_sampler;
     struct hold_request how = {.kind = HOLD_RULE, .until_ns = HOLD_FOREVER,
-                               .sampler = rule_sampler >= 0 ? &sampler : NULL};
+                               .sampler = rule_sampler >= 0 ? &sampler : NULL,
+                               .owner = p.owned ? &p.owner : NULL};
     int e = targets_hold(w->targets, pid, &how, err, sizeof(err));
     watch_scan_outcome(w, pid, was_target, e, err);
 }

@@ -6,6 +6,7 @@
 #include "target_rules.h"
 
 #include <errno.h>
+#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,67 +20,143 @@ int target_rules_any(const struct target_rule_set *o)
     return o->ncomms || o->nexes || o->ncgroups;
 }
 
-/* Whether a rule of `o` matches `pid`; the first match's sampler in *sampler. */
-static int match(const struct target_rule_set *o, pid_t pid, int *sampler)
+/* What the first rule that matches a process asks. */
+struct rule_match {
+    int sampler;
+    uid_t uid; /* the owner it names, or TARGET_RULE_ANY_UID */
+};
+
+/* Whether rule `i` of a kind (its `samplers` and `uids`) matches a process
+ * owned by `owner`; fills *m if so. */
+static int take(const int *samplers, const uid_t *uids, size_t i, uid_t owner,
+                struct rule_match *m)
+{
+    if (uids[i] != TARGET_RULE_ANY_UID && uids[i] != owner)
+        return 0;
+    *m = (struct rule_match){.sampler = samplers[i], .uid = uids[i]};
+    return 1;
+}
+
+/* Whether a rule of `o` matches `pid`, owned by `owner`; the first
+ * match's request in *m. */
+static int match(const struct target_rule_set *o, pid_t pid, uid_t owner, struct rule_match *m)
 {
     if (o->ncomms) {
         char comm[64];
         if (proc_comm(pid, comm, sizeof(comm)) == 0) {
-            for (size_t i = 0; i < o->ncomms; i++) {
-                if (match_comm(comm, o->comms[i])) {
-                    *sampler = o->comm_samplers[i];
+            for (size_t i = 0; i < o->ncomms; i++)
+                if (match_comm(comm, o->comms[i]) &&
+                    take(o->comm_samplers, o->comm_uids, i, owner, m))
                     return 1;
-                }
-            }
         }
     }
     if (o->nexes) {
         char exe[4096];
         if (proc_exe_path(pid, exe, sizeof(exe)) == 0) {
-            for (size_t i = 0; i < o->nexes; i++) {
-                if (strcmp(exe, o->exes[i]) == 0) { /* a path as configured, never "... (deleted)" */
-                    *sampler = o->exe_samplers[i];
+            for (size_t i = 0; i < o->nexes; i++) /* a path as configured, never "... (deleted)" */
+                if (strcmp(exe, o->exes[i]) == 0 && take(o->exe_samplers, o->exe_uids, i, owner, m))
                     return 1;
-                }
-            }
         }
     }
     if (o->ncgroups) {
         char cg[4096];
         if (proc_cgroup(pid, cg, sizeof(cg)) == 0)
-            for (size_t i = 0; i < o->ncgroups; i++) {
-                if (match_cgroup(cg, o->cgroups[i])) {
-                    *sampler = o->cgroup_samplers[i];
+            for (size_t i = 0; i < o->ncgroups; i++)
+                if (match_cgroup(cg, o->cgroups[i]) &&
+                    take(o->cgroup_samplers, o->cgroup_uids, i, owner, m))
                     return 1;
-                }
-            }
     }
     return 0;
+}
+
+/* The owner of `pid` as the kernel shows it (/proc/PID's owner); -ESRCH. */
+static int owner_of(pid_t pid, uid_t *owner)
+{
+    unsigned uids[3], gids[3];
+    return proc_status_ids(pid, uids, gids, owner);
+}
+
+int target_rules_match_owner(const struct target_rule_set *o, pid_t pid, int *sampler,
+                             bool *owned, uid_t *owner)
+{
+    struct rule_match m;
+    uid_t uid;
+    if (owner_of(pid, &uid) != 0 || !match(o, pid, uid, &m))
+        return 0;
+    *sampler = m.sampler;
+    /* A rule that names no owner must not let one user take every slot. */
+    *owned = uid != 0 && m.uid == TARGET_RULE_ANY_UID;
+    *owner = uid;
+    return 1;
 }
 
 int target_rules_match(const struct target_rule_set *o, pid_t pid)
 {
     int sampler;
-    return match(o, pid, &sampler);
+    bool owned;
+    uid_t owner;
+    return target_rules_match_owner(o, pid, &sampler, &owned, &owner);
 }
 
 int target_rules_sampler(const struct target_rule_set *o, pid_t pid)
 {
     int sampler = -1;
-    return match(o, pid, &sampler) ? sampler : -1;
+    bool owned;
+    uid_t owner;
+    return target_rules_match_owner(o, pid, &sampler, &owned, &owner) ? sampler : -1;
 }
 
-int target_rules_add(char **list, int *samplers, size_t *n, const char *value)
+/* The uid " uid=VALUE" names (a number or a user); -EINVAL if none. */
+static int parse_uid(const char *value, size_t len, uid_t *uid)
 {
-    static const char key[] = " sampler=";
-    const char *at = strstr(value, key);
-    size_t len = at ? (size_t)(at - value) : strlen(value);
+    char name[256];
+    if (len == 0 || len >= sizeof(name))
+        return -EINVAL;
+    memcpy(name, value, len);
+    name[len] = '\0';
+    char *end;
+    unsigned long n = strtoul(name, &end, 10);
+    if (*end == '\0' && n < TARGET_RULE_ANY_UID) {
+        *uid = (uid_t)n;
+        return 0;
+    }
+    struct passwd pw, *found = NULL;
+    char buf[4096];
+    if (getpwnam_r(name, &pw, buf, sizeof(buf), &found) != 0 || !found)
+        return -EINVAL;
+    *uid = found->pw_uid;
+    return 0;
+}
+
+int target_rules_add(char **list, int *samplers, uid_t *uids, size_t *n, const char *value)
+{
+    static const char skey[] = " sampler=", ukey[] = " uid=";
+    const char *sat = strstr(value, skey), *uat = strstr(value, ukey);
+    size_t len = strlen(value);
+    if (sat && (size_t)(sat - value) < len)
+        len = (size_t)(sat - value);
+    if (uat && (size_t)(uat - value) < len)
+        len = (size_t)(uat - value);
     int sampler = -1;
-    if (at) {
+    uid_t uid = TARGET_RULE_ANY_UID;
+    if (sat) {
+        const char *v = sat + sizeof(skey) - 1;
+        size_t vlen = uat > sat ? (size_t)(uat - v) : strlen(v);
+        char word[32];
         enum sampler_kind k;
-        if (sampler_parse(at + sizeof(key) - 1, &k) != 0)
+        if (vlen >= sizeof(word))
+            return -EINVAL;
+        memcpy(word, v, vlen);
+        word[vlen] = '\0';
+        if (sampler_parse(word, &k) != 0)
             return -EINVAL;
         sampler = (int)k;
+    }
+    if (uat) {
+        const char *v = uat + sizeof(ukey) - 1;
+        size_t vlen = sat > uat ? (size_t)(sat - v) : strlen(v);
+        if (parse_uid(v, vlen, &uid) != 0)
+            return -EINVAL;
     }
     if (len == 0)
         return -EINVAL;
@@ -89,6 +166,7 @@ int target_rules_add(char **list, int *samplers, size_t *n, const char *value)
     if (!list[*n])
         return -ENOMEM;
     samplers[*n] = sampler;
+    uids[*n] = uid;
     (*n)++;
     return 0;
 }

@@ -9,6 +9,7 @@
 #ifndef HEAPPROF_TARGET_RULES_H
 #define HEAPPROF_TARGET_RULES_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <sys/types.h>
 
@@ -27,19 +28,38 @@ struct target_rule_set {
     int comm_samplers[TARGET_RULES_MAX];
     int exe_samplers[TARGET_RULES_MAX];
     int cgroup_samplers[TARGET_RULES_MAX];
+    /* The owner each rule is limited to (" uid=USER"), or TARGET_RULE_ANY_UID. */
+    uid_t comm_uids[TARGET_RULES_MAX];
+    uid_t exe_uids[TARGET_RULES_MAX];
+    uid_t cgroup_uids[TARGET_RULES_MAX];
 };
+
+/* A rule that names no owner: it matches any user's processes, and those
+ * not root's count against their owner's cap (docs/security.md). */
+#define TARGET_RULE_ANY_UID ((uid_t)-1)
 
 /* Makes `dst` a copy of `src` with its own strings; -ENOMEM (and `dst`
  * empty) if they could not all be copied. */
 int target_rules_copy(struct target_rule_set *dst, const struct target_rule_set *src);
 
 /*
- * Adds a rule to `list` (of `n`, with `samplers` beside it) from a value
- * "NAME" or "NAME sampler=uprobe|inprocess" (the sampler for the processes
- * it matches). -EINVAL for an empty name or an unknown sampler, -ENOSPC
- * for a full list.
+ * Adds a rule to `list` (of `n`, with `samplers` and `uids` beside it)
+ * from a value "NAME", then optionally " sampler=uprobe|inprocess" (the
+ * sampler for the processes it matches) and " uid=USER" (a user name or
+ * number: only that user's processes match). -EINVAL for an empty name,
+ * an unknown sampler or user, -ENOSPC for a full list.
  */
-int target_rules_add(char **list, int *samplers, size_t *n, const char *value);
+int target_rules_add(char **list, int *samplers, uid_t *uids, size_t *n, const char *value);
+
+/*
+ * Whether a rule of `o` matches process `pid`: 1 with the sampler the rule
+ * asks for (-1: the default) in *sampler and, in *owned and *owner, the
+ * owner whose cap the process counts against: its own uid, unless it is
+ * root's or the rule named that owner (then *owned is false). 0 if none
+ * matches.
+ */
+int target_rules_match_owner(const struct target_rule_set *o, pid_t pid, int *sampler,
+                             bool *owned, uid_t *owner);
 
 /* The sampler the first matching rule of `o` that names one asks for
  * process `pid` (enum sampler_kind), or -1. */

@@ -143,14 +143,16 @@ static int set_pid(struct options *o, const struct option_def *d, const char *v)
 static int set_comm(struct options *o, const struct option_def *d, const char *v)
 {
     (void)d;
-    return target_rules_add(o->rules.comms, o->rules.comm_samplers, &o->rules.ncomms, v);
+    return target_rules_add(o->rules.comms, o->rules.comm_samplers, o->rules.comm_uids,
+                            &o->rules.ncomms, v);
 }
 
 /* A rule by executable: an absolute path, as /proc/PID/exe reads. */
 static int set_exe(struct options *o, const struct option_def *d, const char *v)
 {
     (void)d;
-    return v[0] == '/' ? target_rules_add(o->rules.exes, o->rules.exe_samplers, &o->rules.nexes, v)
+    return v[0] == '/' ? target_rules_add(o->rules.exes, o->rules.exe_samplers, o->rules.exe_uids,
+                                          &o->rules.nexes, v)
                        : -EINVAL;
 }
 
@@ -159,7 +161,8 @@ static int set_cgroup(struct options *o, const struct option_def *d, const char 
 {
     (void)d;
     return v[0] == '/'
-               ? target_rules_add(o->rules.cgroups, o->rules.cgroup_samplers, &o->rules.ncgroups, v)
+               ? target_rules_add(o->rules.cgroups, o->rules.cgroup_samplers,
+                                  o->rules.cgroup_uids, &o->rules.ncgroups, v)
                : -EINVAL;
 }
 
@@ -197,7 +200,7 @@ static const char *unwind_choice(int i)
 }
 
 /* What a target rule may end in. */
-#define RULE_SAMPLER ", optionally followed by ' sampler=uprobe|inprocess'"
+#define RULE_SAMPLER ", optionally followed by ' sampler=uprobe|inprocess' and ' uid=USER'"
 /* The limits of a BPF map size. */
 #define MAP_SIZE                                                                                   \
     .set = set_number, .min = MIN_MAP_ENTRIES, .max = MAX_MAP_ENTRIES,                             \

@@ -15,9 +15,13 @@ checks that it fails:
   within HEALTHZ_DEADLINE_S throughout (the user's requests past its
   share are refused at once, 429); a selection with nothing in it is
   answered at once, not after its window.
+- a comm= rule that names no owner, and twelve namesakes of the user's
+  under --max-targets 12: they count against the user's cap (12/8 = 1),
+  and root's process of that name is attached.
 """
 
 import concurrent.futures
+import contextlib
 import ctypes
 import os
 import secrets
@@ -312,6 +316,33 @@ class ConnectionsTest(unittest.TestCase):
                         c.kill()
                     c.wait()
                     c.stdout.close()
+
+
+# The command name of the rule test's processes (at most 15 characters).
+NAMESAKE = "hphst-namesake"
+# How long the rule's scan (every second) may take to attach root's
+# process on a loaded machine: a deadline, not a bound.
+RULE_ATTACH_TIMEOUT_S = 15.0
+
+
+class RuleOwnerTest(unittest.TestCase):
+    """A rule's processes of an owner it does not name count against that
+    owner's cap."""
+
+    def test_a_users_namesakes_leave_a_slot_for_roots_process(self):
+        alias = os.path.join(u.home(), NAMESAKE)
+        os.symlink(os.path.join(h.WORKLOADS, "exact"), alias)
+        with h.Daemon("--comm", NAMESAKE, "--max-targets", "12") as d, \
+                contextlib.ExitStack() as stack:
+            theirs = [stack.enter_context(u.UserWorkload(NAMESAKE, path=alias))
+                      for _ in range(12)]
+            d.wait_until(lambda: any(w.pid in d.profiled_pids() for w in theirs),
+                         RULE_ATTACH_TIMEOUT_S, "a namesake of the user's attached by the rule")
+            roots = stack.enter_context(h.Workload(NAMESAKE, command=[alias]))
+            d.wait_until(lambda: roots.pid in d.profiled_pids(), RULE_ATTACH_TIMEOUT_S,
+                         f"root's {NAMESAKE} (pid {roots.pid}) attached beside the user's twelve")
+            held = [w.pid for w in theirs if w.pid in d.profiled_pids()]
+            h.check(len(held) <= 1, f"the user's namesakes attached: {held}, over its cap of 1")
 
 
 if __name__ == "__main__":

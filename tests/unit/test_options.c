@@ -95,7 +95,7 @@ static void setting(const struct options *o, const char *name, char *out, size_t
 }
 
 /* What a target rule may end in, as the options' help says. */
-#define RULE_SAMPLER ", optionally followed by ' sampler=uprobe|inprocess'"
+#define RULE_SAMPLER ", optionally followed by ' sampler=uprobe|inprocess' and ' uid=USER'"
 
 /* Each option with a value it takes (and the setting that gives) and one it refuses. */
 static const struct {
@@ -452,6 +452,21 @@ static void a_rule_may_choose_the_sampler_of_its_processes(void)
     options_free(&o);
     /* Nothing but the sampler: no name. */
     CHECK_INT_EQ(PARSE(&o, err, "--comm", " sampler=inprocess"), -EINVAL);
+    options_free(&o);
+    /* An owner, by number or name, in either order with the sampler. */
+    CHECK_INT_EQ(PARSE(&o, err, "--comm", "redis-server uid=0 sampler=uprobe", "--exe",
+                       "/usr/bin/x sampler=inprocess uid=root", "--cgroup", "/system.slice"),
+                 0);
+    CHECK_STR_EQ(o.rules.comms[0], "redis-server");
+    CHECK_INT_EQ(o.rules.comm_uids[0], 0);
+    CHECK_INT_EQ(o.rules.comm_samplers[0], SAMPLER_UPROBE);
+    CHECK_STR_EQ(o.rules.exes[0], "/usr/bin/x");
+    CHECK_INT_EQ(o.rules.exe_uids[0], 0);
+    CHECK_INT_EQ(o.rules.exe_samplers[0], SAMPLER_INPROCESS);
+    CHECK_INT_EQ(o.rules.cgroup_uids[0], TARGET_RULE_ANY_UID);
+    options_free(&o);
+    /* A user that does not exist. */
+    CHECK_INT_EQ(PARSE(&o, err, "--comm", "redis-server uid=no-such-user-here"), -EINVAL);
     options_free(&o);
 }
 
