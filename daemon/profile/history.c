@@ -214,14 +214,32 @@ void history_destroy(struct history *h)
     pthread_cond_destroy(&h->wake);
 }
 
-/* The history of `pid` (the live one if there are two). Lock held. */
-static struct history_series *find_locked(struct history *h, pid_t pid)
+/* The history of `pid`: that of the process at the pid now (started at
+ * `current`; 0: none runs) if it has one, else (`kept`) the newest of a
+ * process that had the pid, else NULL. Lock held. A history is found by
+ * pid and start time, never by pid alone: the pid of a process that
+ * exited may name another user's process before the next tick. */
+static struct history_series *find_locked(struct history *h, pid_t pid, uint64_t current,
+                                          bool kept)
 {
     struct history_series *found = NULL;
-    for (size_t i = 0; i < HISTORY_MAX_SERIES; i++)
-        if (h->v[i].pid == pid && (!found || h->v[i].live))
-            found = &h->v[i];
+    for (size_t i = 0; i < HISTORY_MAX_SERIES; i++) {
+        struct history_series *s = &h->v[i];
+        if (s->pid != pid)
+            continue;
+        if (current && s->start_time == current)
+            return s;
+        if (kept && (!found || s->start_time > found->start_time))
+            found = s;
+    }
     return found;
+}
+
+/* The start time of the process at `pid` now, 0 if none runs. */
+static uint64_t started_now(pid_t pid)
+{
+    uint64_t t;
+    return proc_start_time(pid, &t) == 0 ? t : 0;
 }
 
 /* The JSON name of a comm: only the bytes that need no escaping, since a
@@ -253,15 +271,20 @@ static int write_head(struct history *h, struct strbuf *out, pid_t pid, const ch
 
 int history_write_json(struct history *h, pid_t pid, const struct caller *who, struct strbuf *out)
 {
+    uint64_t current = started_now(pid);
     int may = access_may_profile(who, pid);
+    if (current && started_now(pid) != current)
+        may = -ESRCH; /* the access check was of another process */
     struct target_info info;
     /* A target attached since the last tick has no point yet: an empty history. */
     bool target = h->ctx->targets && targets_info(h->ctx->targets, pid, &info);
     pthread_mutex_lock(&h->lock);
-    struct history_series *s = find_locked(h, pid);
-    /* A live process's history: for who may profile it; a kept one's:
-     * for a trusted caller, as its kept profile (its owner is gone). */
-    int e = s && s->live ? may : s ? (who->trusted ? 0 : -ENOENT) : target ? may : -ENOENT;
+    /* The running process's history: for who may profile it; a kept one's
+     * (a process that had the pid): for a trusted caller, as its kept
+     * profile (its owner is gone). */
+    struct history_series *s = find_locked(h, pid, current, who->trusted);
+    bool running = s && current && s->start_time == current;
+    int e = running ? may : s ? 0 : target ? may : -ENOENT;
     if (e == 0)
         e = s ? write_head(h, out, pid, s->comm, s->live)
               : write_head(h, out, pid, info.comm, true);
@@ -280,8 +303,9 @@ int history_write_json(struct history *h, pid_t pid, const struct caller *who, s
 
 int history_write_spark(struct history *h, pid_t pid, struct strbuf *out)
 {
+    uint64_t current = started_now(pid);
     pthread_mutex_lock(&h->lock);
-    struct history_series *s = find_locked(h, pid);
+    struct history_series *s = current ? find_locked(h, pid, current, false) : NULL;
     size_t n = s ? s->n : 0, first = n > HISTORY_SPARK_POINTS ? n - HISTORY_SPARK_POINTS : 0;
     int e = strbuf_printf(out, "[");
     for (size_t i = first; e == 0 && i < n; i++)

@@ -96,12 +96,14 @@ void history_destroy(struct history *h);
 void history_tick(struct history *h);
 
 /* Writes the history of `pid` as JSON (docs/http-api.md) if `who` may
- * see it: a target `who` may profile, or a kept one for a trusted caller.
+ * see it: that of the process running at `pid` (the same start time) if
+ * `who` may profile it, or a kept one (of a process that had the pid) for
+ * a trusted caller.
  * -ENOENT if there is none, -EACCES/-EPERM if `who` may not. */
 int history_write_json(struct history *h, pid_t pid, const struct caller *who, struct strbuf *out);
 
-/* Appends the last HISTORY_SPARK_POINTS in-use byte totals of `pid` to
- * `out` as a JSON array ("[]" if there is no history). */
+/* Appends the last HISTORY_SPARK_POINTS in-use byte totals of the process
+ * running at `pid` to `out` as a JSON array ("[]" if it has no history). */
 int history_write_spark(struct history *h, pid_t pid, struct strbuf *out);
 
 #endif

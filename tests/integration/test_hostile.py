@@ -18,11 +18,14 @@ checks that it fails:
 - a comm= rule that names no owner, and twelve namesakes of the user's
   under --max-targets 12: they count against the user's cap (12/8 = 1),
   and root's process of that name is attached.
+- root's process exits and the user's takes its pid before the next
+  history tick: the user is served none of root's history.
 """
 
 import concurrent.futures
 import contextlib
 import ctypes
+import json
 import os
 import secrets
 import shutil
@@ -343,6 +346,38 @@ class RuleOwnerTest(unittest.TestCase):
                          f"root's {NAMESAKE} (pid {roots.pid}) attached beside the user's twelve")
             held = [w.pid for w in theirs if w.pid in d.profiled_pids()]
             h.check(len(held) <= 1, f"the user's namesakes attached: {held}, over its cap of 1")
+
+
+# The history's period in the reuse test: long enough that the exit, the
+# new process at the pid and the request all fall between two ticks.
+HISTORY_PERIOD_S = 10
+
+
+class HistoryReuseTest(unittest.TestCase):
+    """A history is found by pid and start time."""
+
+    def test_roots_history_is_not_served_for_the_users_process_at_its_pid(self):
+        with h.Daemon("--sample-interval", "1", "--history-interval",
+                      f"{HISTORY_PERIOD_S}s") as d, h.Workload("exact") as roots:
+            pid = roots.pid
+            h.check_equal(h.get(d.url(f"/debug/pprof/heap?pid={pid}"))[0], 200, "root attaching")
+            roots.run()
+
+            def points():
+                status, body = h.get(d.url(f"/debug/pprof/history?pid={pid}"))
+                return json.loads(body)["points"] if status == 200 else []
+            first = len(points())
+            # Right after a tick: the rest of the period is the attack's.
+            d.wait_until(lambda: len(points()) > first, HISTORY_PERIOD_S * 3,
+                         "a new point of root's history")
+            roots.kill()
+            setpriv = u.as_user([os.path.join(h.WORKLOADS, "exact")])
+            setpriv[0] = shutil.which("setpriv")
+            with h.SpawnedWorkload(pid, setpriv[0], *setpriv[1:]):
+                status, body = u.curl(d.url(f"/debug/pprof/history?pid={pid}"))
+            served = json.loads(body)["points"] if status == 200 else []
+            h.check(not served, f"the user's process at root's old pid {pid} was served "
+                                f"{len(served)} points of root's history: {body[:300]!r}")
 
 
 if __name__ == "__main__":
