@@ -305,8 +305,12 @@ int profile_request_snapshot(struct daemon_ctx *ctx, pid_t pid, const struct cal
     /* As answer_pid(): a process that exited, or was let go while idle,
      * is what its kept profile says (its counts went with its probes). */
     int kept = may_read_kept(&q, who) && was_let_go(ctx, pid);
-    int e = attach_for(ctx, who, pid, 0, 0, err, errlen);
-    if (e == 0 && !kept && proc_start_time(pid, &t.start_time) != 0)
+    /* The identity the access check approves, read before it (0: gone,
+     * which attach_for() says). */
+    if (proc_start_time(pid, &t.start_time) != 0)
+        t.start_time = 0;
+    int e = attach_for(ctx, who, pid, t.start_time, 0, err, errlen);
+    if (e == 0 && !kept && !t.start_time)
         e = -ESRCH;
     if ((e == -ESRCH || (e == 0 && kept)) && may_read_kept(&q, who)) {
         t.start_time = exited_profiles_start_time(ctx->exited, pid);

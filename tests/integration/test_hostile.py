@@ -44,8 +44,27 @@ import hostile_users as u
 REUSE_WINDOW_S = 8
 
 
+# The history's period: long enough that, in the history reuse test, the
+# exit, the new process at the pid and the request all fall between two
+# ticks.
+HISTORY_PERIOD_S = 10
+
+
 def setUpModule():
+    """The user, and the daemon the tests share (all but the rule test's,
+    which needs rules of its own): one start instead of five."""
+    global D
     unittest.enterModuleContext(u.Accounts())
+    D = unittest.enterModuleContext(h.Daemon("--sample-interval", "1", "--history-interval",
+                                             f"{HISTORY_PERIOD_S}s"))
+
+
+class SharedDaemonTest(unittest.TestCase):
+    """A test on the file's shared daemon, self.d."""
+
+    @property
+    def d(self):
+        return D
 
 
 def samples_of(body):
@@ -53,12 +72,8 @@ def samples_of(body):
     return [s for s in h.decode(body).samples if any(s.values)]
 
 
-class PidReuseTest(unittest.TestCase):
+class PidReuseTest(SharedDaemonTest):
     """A delta profile reads only the process the access check approved."""
-
-    @classmethod
-    def setUpClass(cls):
-        cls.d = cls.enterClassContext(h.Daemon("--sample-interval", "1"))
 
     def reuse_during_window(self, query):
         """The user asks for a delta profile (`query`, with {pid} for its
@@ -159,12 +174,11 @@ class OpenWatch:
         os.close(self.fd)
 
 
-class DebugLinkTest(unittest.TestCase):
+class DebugLinkTest(SharedDaemonTest):
     """Paths a target controls: its debug link (docs/security.md)."""
 
     @classmethod
     def setUpClass(cls):
-        cls.d = cls.enterClassContext(h.Daemon("--sample-interval", "1"))
         cls.tmp = cls.enterClassContext(tempfile.TemporaryDirectory(prefix="hphst-root-"))
         os.chmod(cls.tmp, 0o700)  # root's: the user cannot reach into it
         cls.src = os.path.join(cls.tmp, "debugged.c")
@@ -260,6 +274,34 @@ class DebugLinkTest(unittest.TestCase):
         h.check(LEAF in leaves, f"the user's own debug file was not read: {sorted(leaves)}")
 
 
+class HistoryReuseTest(SharedDaemonTest):
+    """A history is found by pid and start time."""
+
+    def test_roots_history_is_not_served_for_the_users_process_at_its_pid(self):
+        d = self.d
+        with h.Workload("exact") as roots:
+            pid = roots.pid
+            h.check_equal(h.get(d.url(f"/debug/pprof/heap?pid={pid}"))[0], 200, "root attaching")
+            roots.run()
+
+            def points():
+                status, body = h.get(d.url(f"/debug/pprof/history?pid={pid}"))
+                return json.loads(body)["points"] if status == 200 else []
+            first = len(points())
+            # Right after a tick: the rest of the period is the attack's.
+            d.wait_until(lambda: len(points()) > first, HISTORY_PERIOD_S * 3,
+                         "a new point of root's history")
+            roots.kill()
+            setpriv = u.as_user([os.path.join(h.WORKLOADS, "exact")])
+            setpriv[0] = shutil.which("setpriv")
+            with h.SpawnedWorkload(pid, setpriv[0], *setpriv[1:]):
+                status, body = u.curl(d.url(f"/debug/pprof/history?pid={pid}"))
+            served = json.loads(body)["points"] if status == 200 else []
+            h.check(not served, f"the user's process at root's old pid {pid} was served "
+                                f"{len(served)} points of root's history: {body[:300]!r}")
+
+
+
 # The user's delta windows in the connection test: longer than the test's
 # checks, short enough that the daemon stops soon after (it waits for them).
 HELD_WINDOW_S = 8
@@ -267,12 +309,8 @@ HELD_WINDOW_S = 8
 PER_UID_REQUESTS = 4
 
 
-class ConnectionsTest(unittest.TestCase):
+class ConnectionsTest(SharedDaemonTest):
     """One user's requests cannot take the server's connections."""
-
-    @classmethod
-    def setUpClass(cls):
-        cls.d = cls.enterClassContext(h.Daemon("--sample-interval", "1"))
 
     def test_an_empty_selection_is_answered_at_once(self):
         t0 = time.monotonic()
@@ -347,37 +385,6 @@ class RuleOwnerTest(unittest.TestCase):
             held = [w.pid for w in theirs if w.pid in d.profiled_pids()]
             h.check(len(held) <= 1, f"the user's namesakes attached: {held}, over its cap of 1")
 
-
-# The history's period in the reuse test: long enough that the exit, the
-# new process at the pid and the request all fall between two ticks.
-HISTORY_PERIOD_S = 10
-
-
-class HistoryReuseTest(unittest.TestCase):
-    """A history is found by pid and start time."""
-
-    def test_roots_history_is_not_served_for_the_users_process_at_its_pid(self):
-        with h.Daemon("--sample-interval", "1", "--history-interval",
-                      f"{HISTORY_PERIOD_S}s") as d, h.Workload("exact") as roots:
-            pid = roots.pid
-            h.check_equal(h.get(d.url(f"/debug/pprof/heap?pid={pid}"))[0], 200, "root attaching")
-            roots.run()
-
-            def points():
-                status, body = h.get(d.url(f"/debug/pprof/history?pid={pid}"))
-                return json.loads(body)["points"] if status == 200 else []
-            first = len(points())
-            # Right after a tick: the rest of the period is the attack's.
-            d.wait_until(lambda: len(points()) > first, HISTORY_PERIOD_S * 3,
-                         "a new point of root's history")
-            roots.kill()
-            setpriv = u.as_user([os.path.join(h.WORKLOADS, "exact")])
-            setpriv[0] = shutil.which("setpriv")
-            with h.SpawnedWorkload(pid, setpriv[0], *setpriv[1:]):
-                status, body = u.curl(d.url(f"/debug/pprof/history?pid={pid}"))
-            served = json.loads(body)["points"] if status == 200 else []
-            h.check(not served, f"the user's process at root's old pid {pid} was served "
-                                f"{len(served)} points of root's history: {body[:300]!r}")
 
 
 if __name__ == "__main__":
