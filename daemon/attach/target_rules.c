@@ -23,17 +23,17 @@ int target_rules_any(const struct target_rule_set *o)
 /* What the first rule that matches a process asks. */
 struct rule_match {
     int sampler;
-    uid_t uid; /* the owner it names, or TARGET_RULE_ANY_UID */
+    bool names_owner;
 };
 
-/* Whether rule `i` of a kind (its `samplers` and `uids`) matches a process
- * owned by `owner`; fills *m if so. */
-static int take(const int *samplers, const uid_t *uids, size_t i, uid_t owner,
+/* Whether rule `i` of a kind (its `samplers` and `owners`) matches a
+ * process owned by `owner`; fills *m if so. */
+static int take(const int *samplers, const struct rule_owner *owners, size_t i, uid_t owner,
                 struct rule_match *m)
 {
-    if (uids[i] != TARGET_RULE_ANY_UID && uids[i] != owner)
+    if (owners[i].named && owners[i].uid != owner)
         return 0;
-    *m = (struct rule_match){.sampler = samplers[i], .uid = uids[i]};
+    *m = (struct rule_match){.sampler = samplers[i], .names_owner = owners[i].named};
     return 1;
 }
 
@@ -46,7 +46,7 @@ static int match(const struct target_rule_set *o, pid_t pid, uid_t owner, struct
         if (proc_comm(pid, comm, sizeof(comm)) == 0) {
             for (size_t i = 0; i < o->ncomms; i++)
                 if (match_comm(comm, o->comms[i]) &&
-                    take(o->comm_samplers, o->comm_uids, i, owner, m))
+                    take(o->comm_samplers, o->comm_owners, i, owner, m))
                     return 1;
         }
     }
@@ -54,7 +54,7 @@ static int match(const struct target_rule_set *o, pid_t pid, uid_t owner, struct
         char exe[4096];
         if (proc_exe_path(pid, exe, sizeof(exe)) == 0) {
             for (size_t i = 0; i < o->nexes; i++) /* a path as configured, never "... (deleted)" */
-                if (strcmp(exe, o->exes[i]) == 0 && take(o->exe_samplers, o->exe_uids, i, owner, m))
+                if (strcmp(exe, o->exes[i]) == 0 && take(o->exe_samplers, o->exe_owners, i, owner, m))
                     return 1;
         }
     }
@@ -63,17 +63,23 @@ static int match(const struct target_rule_set *o, pid_t pid, uid_t owner, struct
         if (proc_cgroup(pid, cg, sizeof(cg)) == 0)
             for (size_t i = 0; i < o->ncgroups; i++)
                 if (match_cgroup(cg, o->cgroups[i]) &&
-                    take(o->cgroup_samplers, o->cgroup_uids, i, owner, m))
+                    take(o->cgroup_samplers, o->cgroup_owners, i, owner, m))
                     return 1;
     }
     return 0;
 }
 
-/* The owner of `pid` as the kernel shows it (/proc/PID's owner); -ESRCH. */
+/* The owner of `pid`: its real uid, the user who runs it. Not the owner
+ * of /proc/PID, which is root once a process makes itself not dumpable,
+ * as a user's namesakes could to escape its cap. -ESRCH. */
 static int owner_of(pid_t pid, uid_t *owner)
 {
     unsigned uids[3], gids[3];
-    return proc_status_ids(pid, uids, gids, owner);
+    uid_t shown;
+    int e = proc_status_ids(pid, uids, gids, &shown);
+    if (e == 0)
+        *owner = (uid_t)uids[0];
+    return e;
 }
 
 int target_rules_match_owner(const struct target_rule_set *o, pid_t pid, int *sampler,
@@ -85,7 +91,7 @@ int target_rules_match_owner(const struct target_rule_set *o, pid_t pid, int *sa
         return 0;
     *sampler = m.sampler;
     /* A rule that names no owner must not let one user take every slot. */
-    *owned = uid != 0 && m.uid == TARGET_RULE_ANY_UID;
+    *owned = uid != 0 && !m.names_owner;
     *owner = uid;
     return 1;
 }
@@ -116,7 +122,7 @@ static int parse_uid(const char *value, size_t len, uid_t *uid)
     name[len] = '\0';
     char *end;
     unsigned long n = strtoul(name, &end, 10);
-    if (*end == '\0' && n < TARGET_RULE_ANY_UID) {
+    if (*end == '\0' && n < (uid_t)-1) {
         *uid = (uid_t)n;
         return 0;
     }
@@ -128,7 +134,8 @@ static int parse_uid(const char *value, size_t len, uid_t *uid)
     return 0;
 }
 
-int target_rules_add(char **list, int *samplers, uid_t *uids, size_t *n, const char *value)
+int target_rules_add(char **list, int *samplers, struct rule_owner *owners, size_t *n,
+                     const char *value)
 {
     static const char skey[] = " sampler=", ukey[] = " uid=";
     const char *sat = strstr(value, skey), *uat = strstr(value, ukey);
@@ -138,7 +145,7 @@ int target_rules_add(char **list, int *samplers, uid_t *uids, size_t *n, const c
     if (uat && (size_t)(uat - value) < len)
         len = (size_t)(uat - value);
     int sampler = -1;
-    uid_t uid = TARGET_RULE_ANY_UID;
+    struct rule_owner owner = {0};
     if (sat) {
         const char *v = sat + sizeof(skey) - 1;
         size_t vlen = uat > sat ? (size_t)(uat - v) : strlen(v);
@@ -155,8 +162,9 @@ int target_rules_add(char **list, int *samplers, uid_t *uids, size_t *n, const c
     if (uat) {
         const char *v = uat + sizeof(ukey) - 1;
         size_t vlen = sat > uat ? (size_t)(sat - v) : strlen(v);
-        if (parse_uid(v, vlen, &uid) != 0)
+        if (parse_uid(v, vlen, &owner.uid) != 0)
             return -EINVAL;
+        owner.named = true;
     }
     if (len == 0)
         return -EINVAL;
@@ -166,7 +174,7 @@ int target_rules_add(char **list, int *samplers, uid_t *uids, size_t *n, const c
     if (!list[*n])
         return -ENOMEM;
     samplers[*n] = sampler;
-    uids[*n] = uid;
+    owners[*n] = owner;
     (*n)++;
     return 0;
 }

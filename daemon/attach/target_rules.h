@@ -16,6 +16,14 @@
 /* Target rules of each kind (comm, exe, cgroup) at most. */
 #define TARGET_RULES_MAX 64
 
+/* The owner a rule is limited to (" uid=USER"). Zeroed: none, the rule
+ * matches anyone's processes, and those not root's count against their
+ * owner's cap (docs/security.md). */
+struct rule_owner {
+    bool named;
+    uid_t uid;
+};
+
 /* Which processes the configuration asks for; owns its strings. */
 struct target_rule_set {
     char *comms[TARGET_RULES_MAX];   /* processes whose comm is this */
@@ -28,34 +36,31 @@ struct target_rule_set {
     int comm_samplers[TARGET_RULES_MAX];
     int exe_samplers[TARGET_RULES_MAX];
     int cgroup_samplers[TARGET_RULES_MAX];
-    /* The owner each rule is limited to (" uid=USER"), or TARGET_RULE_ANY_UID. */
-    uid_t comm_uids[TARGET_RULES_MAX];
-    uid_t exe_uids[TARGET_RULES_MAX];
-    uid_t cgroup_uids[TARGET_RULES_MAX];
+    /* The owner each rule is limited to, if it names one. */
+    struct rule_owner comm_owners[TARGET_RULES_MAX];
+    struct rule_owner exe_owners[TARGET_RULES_MAX];
+    struct rule_owner cgroup_owners[TARGET_RULES_MAX];
 };
-
-/* A rule that names no owner: it matches any user's processes, and those
- * not root's count against their owner's cap (docs/security.md). */
-#define TARGET_RULE_ANY_UID ((uid_t)-1)
 
 /* Makes `dst` a copy of `src` with its own strings; -ENOMEM (and `dst`
  * empty) if they could not all be copied. */
 int target_rules_copy(struct target_rule_set *dst, const struct target_rule_set *src);
 
 /*
- * Adds a rule to `list` (of `n`, with `samplers` and `uids` beside it)
+ * Adds a rule to `list` (of `n`, with `samplers` and `owners` beside it)
  * from a value "NAME", then optionally " sampler=uprobe|inprocess" (the
  * sampler for the processes it matches) and " uid=USER" (a user name or
  * number: only that user's processes match). -EINVAL for an empty name,
  * an unknown sampler or user, -ENOSPC for a full list.
  */
-int target_rules_add(char **list, int *samplers, uid_t *uids, size_t *n, const char *value);
+int target_rules_add(char **list, int *samplers, struct rule_owner *owners, size_t *n,
+                     const char *value);
 
 /*
  * Whether a rule of `o` matches process `pid`: 1 with the sampler the rule
  * asks for (-1: the default) in *sampler and, in *owned and *owner, the
- * owner whose cap the process counts against: its own uid, unless it is
- * root's or the rule named that owner (then *owned is false). 0 if none
+ * owner whose cap the process counts against: its real uid, unless that
+ * is root or the rule named that owner (then *owned is false). 0 if none
  * matches.
  */
 int target_rules_match_owner(const struct target_rule_set *o, pid_t pid, int *sampler,

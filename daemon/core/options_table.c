@@ -143,7 +143,7 @@ static int set_pid(struct options *o, const struct option_def *d, const char *v)
 static int set_comm(struct options *o, const struct option_def *d, const char *v)
 {
     (void)d;
-    return target_rules_add(o->rules.comms, o->rules.comm_samplers, o->rules.comm_uids,
+    return target_rules_add(o->rules.comms, o->rules.comm_samplers, o->rules.comm_owners,
                             &o->rules.ncomms, v);
 }
 
@@ -151,7 +151,7 @@ static int set_comm(struct options *o, const struct option_def *d, const char *v
 static int set_exe(struct options *o, const struct option_def *d, const char *v)
 {
     (void)d;
-    return v[0] == '/' ? target_rules_add(o->rules.exes, o->rules.exe_samplers, o->rules.exe_uids,
+    return v[0] == '/' ? target_rules_add(o->rules.exes, o->rules.exe_samplers, o->rules.exe_owners,
                                           &o->rules.nexes, v)
                        : -EINVAL;
 }
@@ -162,7 +162,7 @@ static int set_cgroup(struct options *o, const struct option_def *d, const char 
     (void)d;
     return v[0] == '/'
                ? target_rules_add(o->rules.cgroups, o->rules.cgroup_samplers,
-                                  o->rules.cgroup_uids, &o->rules.ncgroups, v)
+                                  o->rules.cgroup_owners, &o->rules.ncgroups, v)
                : -EINVAL;
 }
 

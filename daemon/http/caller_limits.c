@@ -6,6 +6,7 @@
 #include "caller_limits.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 
 void caller_limits_init(struct caller_limits *l)
@@ -34,7 +35,7 @@ static struct caller_count *row_of(struct caller_limits *l, uid_t uid)
     return free_row;
 }
 
-int caller_limits_enter(struct caller_limits *l, uid_t uid)
+int caller_limits_enter(struct caller_limits *l, uid_t uid, char *why, size_t whylen)
 {
     int e = 0;
     pthread_mutex_lock(&l->lock);
@@ -49,6 +50,12 @@ int caller_limits_enter(struct caller_limits *l, uid_t uid)
         l->total++;
     }
     pthread_mutex_unlock(&l->lock);
+    if (e == -EUSERS)
+        snprintf(why, whylen, "uid %u has %d requests in progress, the most one user may have "
+                 "at once: wait for one to end", (unsigned)uid, CALLER_MAX_REQUESTS_PER_UID);
+    else if (e)
+        snprintf(why, whylen, "uid %u: the connections untrusted callers may hold are all in "
+                 "use: try again soon", (unsigned)uid);
     return e;
 }
 

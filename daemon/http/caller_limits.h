@@ -41,10 +41,10 @@ void caller_limits_destroy(struct caller_limits *l);
 /*
  * Counts a request of `uid` as begun: 0, or -EUSERS if `uid` has
  * CALLER_MAX_REQUESTS_PER_UID in progress already, -EAGAIN if untrusted
- * callers together hold all they may. Each 0 is paired with a
- * caller_limits_leave().
+ * callers together hold all they may, with the reason in `why`. Each 0 is
+ * paired with a caller_limits_leave().
  */
-int caller_limits_enter(struct caller_limits *l, uid_t uid);
+int caller_limits_enter(struct caller_limits *l, uid_t uid, char *why, size_t whylen);
 
 /* Counts a request of `uid` as done. */
 void caller_limits_leave(struct caller_limits *l, uid_t uid);

@@ -331,18 +331,9 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
         return route(l, conn, url, post ? *req_cls : NULL, snapshot, who);
     /* An untrusted caller's requests are counted while they run, so that
      * its delta windows cannot take every connection. */
-    int busy = caller_limits_enter(l->limits, who->uid);
-    if (busy) {
-        char why[256];
-        if (busy == -EUSERS)
-            snprintf(why, sizeof(why), "uid %u has %d requests in progress, the most one user "
-                     "may have at once: wait for one to end", (unsigned)who->uid,
-                     CALLER_MAX_REQUESTS_PER_UID);
-        else
-            snprintf(why, sizeof(why), "uid %u: the connections untrusted callers may hold are "
-                     "all in use: try again soon", (unsigned)who->uid);
+    char why[256];
+    if (caller_limits_enter(l->limits, who->uid, why, sizeof(why)) != 0)
         return respond_text(ctx, conn, MHD_HTTP_TOO_MANY_REQUESTS, why);
-    }
     enum MHD_Result r = route(l, conn, url, post ? *req_cls : NULL, snapshot, who);
     caller_limits_leave(l->limits, who->uid);
     return r;

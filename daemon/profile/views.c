@@ -213,7 +213,13 @@ int views_build(struct daemon_ctx *ctx, const struct profile_query *q, const str
     if (!g)
         return -ENOMEM;
     size_t ng = note_identities(g, choose(ctx, q, who, g), q->pid ? started : 0);
-    int e = build(ctx, q, who, g, ng, q->pid == 0, NULL, default_alloc, out, err, errlen);
+    int e = 0;
+    if (q->pid && ng == 0) {
+        snprintf(err, errlen, "process %d exited during the request", (int)q->pid);
+        e = -ESRCH;
+    }
+    if (e == 0)
+        e = build(ctx, q, who, g, ng, q->pid == 0, NULL, default_alloc, out, err, errlen);
     free(g);
     struct target_info info;
     if (e == 0 && q->pid && targets_info(ctx->targets, q->pid, &info))

@@ -458,12 +458,14 @@ static void a_rule_may_choose_the_sampler_of_its_processes(void)
                        "/usr/bin/x sampler=inprocess uid=root", "--cgroup", "/system.slice"),
                  0);
     CHECK_STR_EQ(o.rules.comms[0], "redis-server");
-    CHECK_INT_EQ(o.rules.comm_uids[0], 0);
+    CHECK(o.rules.comm_owners[0].named);
+    CHECK_INT_EQ(o.rules.comm_owners[0].uid, 0);
     CHECK_INT_EQ(o.rules.comm_samplers[0], SAMPLER_UPROBE);
     CHECK_STR_EQ(o.rules.exes[0], "/usr/bin/x");
-    CHECK_INT_EQ(o.rules.exe_uids[0], 0);
+    CHECK(o.rules.exe_owners[0].named);
+    CHECK_INT_EQ(o.rules.exe_owners[0].uid, 0);
     CHECK_INT_EQ(o.rules.exe_samplers[0], SAMPLER_INPROCESS);
-    CHECK_INT_EQ(o.rules.cgroup_uids[0], TARGET_RULE_ANY_UID);
+    CHECK(!o.rules.cgroup_owners[0].named);
     options_free(&o);
     /* A user that does not exist. */
     CHECK_INT_EQ(PARSE(&o, err, "--comm", "redis-server uid=no-such-user-here"), -EINVAL);

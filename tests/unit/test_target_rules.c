@@ -3,7 +3,8 @@
  * match (target_rules.c), on real processes this test starts: a name the
  * kernel cut to 15 bytes, a program deleted after it started, a process in a
  * cgroup v2 directory made for the test (the test needs root for that, as
- * the daemon does), and the scan of /proc that skips the daemon itself.
+ * the daemon does), the scan of /proc that skips the daemon itself, and the
+ * owner a rule names or charges.
  */
 #include "check.h"
 #include "target_rules.h"
@@ -346,6 +347,53 @@ static void a_process_that_is_gone_matches_nothing(void)
     check_rule(pid, "cgroup", "/", 0, "no such process");
 }
 
+/* A child that became uid `uid` and waits to be killed; its pid. */
+static pid_t child_of_uid(uid_t uid)
+{
+    int ready[2];
+    CHECK(pipe(ready) == 0);
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(ready[0]);
+        if (setresgid(uid, uid, uid) != 0 || setresuid(uid, uid, uid) != 0)
+            _exit(1);
+        (void)!write(ready[1], "x", 1);
+        pause();
+        _exit(0);
+    }
+    char c;
+    close(ready[1]);
+    CHECK_INT_EQ(read(ready[0], &c, 1), 1);
+    close(ready[0]);
+    return pid;
+}
+
+static void a_rule_without_an_owner_charges_the_process_to_its_own(void)
+{
+    pid_t user = child_of_uid(65534);
+    struct target_rule_set r = one_rule("comm", "test_target_rul");
+    int sampler;
+    bool owned = false;
+    uid_t owner = 0;
+    CHECK_INT_EQ(target_rules_match_owner(&r, user, &sampler, &owned, &owner), 1);
+    CHECK(owned);
+    CHECK_INT_EQ(owner, 65534);
+    /* Named: only that user's processes match, and none is charged. */
+    r.comm_owners[0] = (struct rule_owner){.named = true, .uid = 0};
+    CHECK_INT_EQ(target_rules_match_owner(&r, user, &sampler, &owned, &owner), 0);
+    r.comm_owners[0].uid = 65534;
+    owned = true;
+    CHECK_INT_EQ(target_rules_match_owner(&r, user, &sampler, &owned, &owner), 1);
+    CHECK(!owned);
+    /* Root's process is never charged. */
+    r.comm_owners[0].named = false;
+    CHECK_INT_EQ(target_rules_match_owner(&r, getpid(), &sampler, &owned, &owner), 1);
+    CHECK(!owned);
+    target_rules_free(&r);
+    kill(user, SIGKILL);
+    waitpid(user, NULL, 0);
+}
+
 int main(void)
 {
     RUN_TEST(a_comm_rule_matches_the_15_bytes_the_kernel_keeps);
@@ -354,5 +402,6 @@ int main(void)
     RUN_TEST(a_cgroup_rule_matches_its_cgroup_and_those_below_it);
     RUN_TEST(the_scan_finds_matching_processes_but_never_itself);
     RUN_TEST(a_process_that_is_gone_matches_nothing);
+    RUN_TEST(a_rule_without_an_owner_charges_the_process_to_its_own);
     return check_exit_code();
 }
