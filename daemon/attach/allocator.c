@@ -96,8 +96,12 @@ static struct elf_file *open_debug_file(pid_t pid, const struct candidate *c)
         !(len = build_id_bytes(hex, id, sizeof(id))) || proc_exe_identity(pid, &dev, &ino) != 0)
         return NULL;
     snprintf(root, sizeof(root), "/proc/%d/root", (int)pid);
-    struct debug_target t = {.root = root, .path = c->lo->path, .build_id = id,
-                             .build_id_len = len, .dev = dev, .ino = ino,
+    struct debug_target t = {.root = root,
+                             .path = c->lo->path,
+                             .build_id = id,
+                             .build_id_len = len,
+                             .dev = dev,
+                             .ino = ino,
                              .reader = {.max_bytes = SAFE_OPEN_MAX_DEBUG_BYTES}};
     char *found = NULL;
     if (safe_open_reader_of(pid, &t.reader) != 0)

@@ -205,8 +205,8 @@ static void attach_matching(pid_t pid, void *arg)
     if (was_target && holders_holds(&h, HOLD_RULE, 0))
         return;
     int rule_sampler;
-    struct pending p = {.pid = pid, .event_ns = monotonic_ns(), .from_scan = true,
-                        .was_target = was_target};
+    struct pending p = {
+        .pid = pid, .event_ns = monotonic_ns(), .from_scan = true, .was_target = was_target};
     if (!rule_matches(w, pid, &rule_sampler, &p))
         return; /* the rules changed since the scan's copy */
     if (w->scan_queues) {
@@ -216,7 +216,8 @@ static void attach_matching(pid_t pid, void *arg)
         return;
     }
     enum sampler_kind sampler = (enum sampler_kind)rule_sampler;
-    struct hold_request how = {.kind = HOLD_RULE, .until_ns = HOLD_FOREVER,
+    struct hold_request how = {.kind = HOLD_RULE,
+                               .until_ns = HOLD_FOREVER,
                                .sampler = rule_sampler >= 0 ? &sampler : NULL,
                                .owner = p.owned ? &p.owner : NULL};
     int e = targets_hold(w->targets, pid, &how, err, sizeof(err));

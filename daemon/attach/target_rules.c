@@ -54,7 +54,8 @@ static int match(const struct target_rule_set *o, pid_t pid, uid_t owner, struct
         char exe[4096];
         if (proc_exe_path(pid, exe, sizeof(exe)) == 0) {
             for (size_t i = 0; i < o->nexes; i++) /* a path as configured, never "... (deleted)" */
-                if (strcmp(exe, o->exes[i]) == 0 && take(o->exe_samplers, o->exe_owners, i, owner, m))
+                if (strcmp(exe, o->exes[i]) == 0 &&
+                    take(o->exe_samplers, o->exe_owners, i, owner, m))
                     return 1;
         }
     }
@@ -82,8 +83,8 @@ static int owner_of(pid_t pid, uid_t *owner)
     return e;
 }
 
-int target_rules_match_owner(const struct target_rule_set *o, pid_t pid, int *sampler,
-                             bool *owned, uid_t *owner)
+int target_rules_match_owner(const struct target_rule_set *o, pid_t pid, int *sampler, bool *owned,
+                             uid_t *owner)
 {
     struct rule_match m;
     uid_t uid;

@@ -63,8 +63,8 @@ int target_rules_add(char **list, int *samplers, struct rule_owner *owners, size
  * is root or the rule named that owner (then *owned is false). 0 if none
  * matches.
  */
-int target_rules_match_owner(const struct target_rule_set *o, pid_t pid, int *sampler,
-                             bool *owned, uid_t *owner);
+int target_rules_match_owner(const struct target_rule_set *o, pid_t pid, int *sampler, bool *owned,
+                             uid_t *owner);
 
 /* The sampler the first matching rule of `o` that names one asks for
  * process `pid` (enum sampler_kind), or -1. */

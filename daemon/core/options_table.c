@@ -160,10 +160,9 @@ static int set_exe(struct options *o, const struct option_def *d, const char *v)
 static int set_cgroup(struct options *o, const struct option_def *d, const char *v)
 {
     (void)d;
-    return v[0] == '/'
-               ? target_rules_add(o->rules.cgroups, o->rules.cgroup_samplers,
-                                  o->rules.cgroup_owners, &o->rules.ncgroups, v)
-               : -EINVAL;
+    return v[0] == '/' ? target_rules_add(o->rules.cgroups, o->rules.cgroup_samplers,
+                                          o->rules.cgroup_owners, &o->rules.ncgroups, v)
+                       : -EINVAL;
 }
 
 /* A trusted uid or user name. */

@@ -51,11 +51,15 @@ int caller_limits_enter(struct caller_limits *l, uid_t uid, char *why, size_t wh
     }
     pthread_mutex_unlock(&l->lock);
     if (e == -EUSERS)
-        snprintf(why, whylen, "uid %u has %d requests in progress, the most one user may have "
-                 "at once: wait for one to end", (unsigned)uid, CALLER_MAX_REQUESTS_PER_UID);
+        snprintf(why, whylen,
+                 "uid %u has %d requests in progress, the most one user may have "
+                 "at once: wait for one to end",
+                 (unsigned)uid, CALLER_MAX_REQUESTS_PER_UID);
     else if (e)
-        snprintf(why, whylen, "uid %u: the connections untrusted callers may hold are all in "
-                 "use: try again soon", (unsigned)uid);
+        snprintf(why, whylen,
+                 "uid %u: the connections untrusted callers may hold are all in "
+                 "use: try again soon",
+                 (unsigned)uid);
     return e;
 }
 

@@ -31,7 +31,7 @@ struct caller_count {
 /* The requests in progress of untrusted callers; one per server. */
 struct caller_limits {
     pthread_mutex_t lock;
-    unsigned total;                                 /* under lock */
+    unsigned total;                                   /* under lock */
     struct caller_count by_uid[HTTP_MAX_CONNECTIONS]; /* under lock; n 0: free */
 };
 

@@ -219,8 +219,7 @@ void history_destroy(struct history *h)
  * process that had the pid, else NULL. Lock held. A history is found by
  * pid and start time, never by pid alone: the pid of a process that
  * exited may name another user's process before the next tick. */
-static struct history_series *find_locked(struct history *h, pid_t pid, uint64_t current,
-                                          bool kept)
+static struct history_series *find_locked(struct history *h, pid_t pid, uint64_t current, bool kept)
 {
     struct history_series *found = NULL;
     for (size_t i = 0; i < HISTORY_MAX_SERIES; i++) {

@@ -88,8 +88,8 @@ static size_t drop_changed(struct gathered *g, size_t ng, const struct caller *w
 /* Fills g[i].counts for every process, over the delta window if asked.
  * Processes whose pid changed hands (or whose access `who` lost) during
  * the window are dropped: *ng is the count kept. */
-static int read_all(struct daemon_ctx *ctx, const struct profile_query *q,
-                    const struct caller *who, struct gathered *g, size_t *ng)
+static int read_all(struct daemon_ctx *ctx, const struct profile_query *q, const struct caller *who,
+                    struct gathered *g, size_t *ng)
 {
     int e = 0;
     for (size_t i = 0; i < *ng && e == 0; i++)
@@ -227,10 +227,9 @@ int views_build(struct daemon_ctx *ctx, const struct profile_query *q, const str
     return e;
 }
 
-int views_build_set(struct daemon_ctx *ctx, const struct profile_query *q,
-                    const struct caller *who, const struct process_found *procs, size_t n,
-                    const char *scope, int default_alloc, struct pprof_profile **out, char *err,
-                    size_t errlen)
+int views_build_set(struct daemon_ctx *ctx, const struct profile_query *q, const struct caller *who,
+                    const struct process_found *procs, size_t n, const char *scope,
+                    int default_alloc, struct pprof_profile **out, char *err, size_t errlen)
 {
     struct gathered *g = calloc(n ? n : 1, sizeof(*g));
     if (!g)

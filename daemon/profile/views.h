@@ -39,10 +39,9 @@ int views_build(struct daemon_ctx *ctx, const struct profile_query *q, const str
  * Processes that exited meanwhile, or are no longer the ones `procs` names
  * (pid and start time) and `who` may read, are left out.
  */
-int views_build_set(struct daemon_ctx *ctx, const struct profile_query *q,
-                    const struct caller *who, const struct process_found *procs, size_t n,
-                    const char *scope, int default_alloc, struct pprof_profile **out, char *err,
-                    size_t errlen);
+int views_build_set(struct daemon_ctx *ctx, const struct profile_query *q, const struct caller *who,
+                    const struct process_found *procs, size_t n, const char *scope,
+                    int default_alloc, struct pprof_profile **out, char *err, size_t errlen);
 
 /* Keeps the last profile of a target that exited or was let go (a
  * targets_farewell_fn; `arg` is the daemon_ctx), with why, what it was

@@ -98,8 +98,8 @@ static int try_path(const struct debug_target *t, const char *root, const char *
 /* try_path() on ROOT and the path `fmt` makes; -ENAMETOOLONG if it does
  * not fit. */
 __attribute__((format(printf, 5, 6))) static int try_formatted(const struct debug_target *t,
-                                                              const char *root, bool check,
-                                                              char **found, const char *fmt, ...)
+                                                               const char *root, bool check,
+                                                               char **found, const char *fmt, ...)
 {
     char path[PATH_MAX];
     va_list ap;
@@ -146,8 +146,7 @@ static int try_debuglink(const struct debug_target *t, const char *root, char **
     /* Beside the file, in .debug beside it, and under DEBUG_LINK_DIR. */
     int fd = try_formatted(t, root, true, found, "%.*s/%s", dirlen, t->path, t->debuglink);
     if (fd < 0 && fd != -ENOMEM)
-        fd = try_formatted(t, root, true, found, "%.*s/.debug/%s", dirlen, t->path,
-                           t->debuglink);
+        fd = try_formatted(t, root, true, found, "%.*s/.debug/%s", dirlen, t->path, t->debuglink);
     if (fd < 0 && fd != -ENOMEM)
         fd = try_formatted(t, root, true, found, DEBUG_LINK_DIR "%.*s/%s", dirlen, t->path,
                            t->debuglink);
@@ -212,8 +211,8 @@ static Elf_Data *altlink_data(Elf *elf)
     return NULL;
 }
 
-int debug_link_alt_build_id(const struct debug_target *t, const char *debug_path,
-                            unsigned char *id, size_t *len)
+int debug_link_alt_build_id(const struct debug_target *t, const char *debug_path, unsigned char *id,
+                            size_t *len)
 {
     if (!debug_path)
         return -ENOENT;

@@ -43,8 +43,8 @@ struct debug_target {
 
 /*
  * Opens the debug file of `t`, every candidate with safe_open_in_root()
- * (the process controls the names and the directories). Returns a file descriptor (the caller closes
- * it) and its path in *found (malloc'd), or -ENOENT if there is none.
+ * (the process controls the names and the directories). Returns a file descriptor (the caller
+ * closes it) and its path in *found (malloc'd), or -ENOENT if there is none.
  */
 int debug_link_open(const struct debug_target *t, char **found);
 
@@ -63,7 +63,7 @@ int debug_link_open_alt(const struct debug_target *t, const char *debug_path, co
  * or -ENOENT when it names none, -errno when it cannot be read. For
  * fetching that file by build ID when it is not installed.
  */
-int debug_link_alt_build_id(const struct debug_target *t, const char *debug_path,
-                            unsigned char *id, size_t *len);
+int debug_link_alt_build_id(const struct debug_target *t, const char *debug_path, unsigned char *id,
+                            size_t *len);
 
 #endif

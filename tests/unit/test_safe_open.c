@@ -76,8 +76,7 @@ static void a_fifo_and_a_device_are_refused_without_blocking(void)
 static void a_file_the_reader_could_not_read_is_refused(void)
 {
     make_file("secret", "root only", 0600);
-    struct safe_open_rule user = {.max_bytes = 1 << 20, .reader_uid = 65534,
-                                  .reader_gid = 65534};
+    struct safe_open_rule user = {.max_bytes = 1 << 20, .reader_uid = 65534, .reader_gid = 65534};
     CHECK_INT_EQ(try_open("secret", &user), -ENOENT);
     CHECK_INT_EQ(try_open("secret", &anyone), 0);
     CHECK_INT_EQ(try_open("plain", &user), 0); /* 0644: others may read */
