@@ -35,6 +35,9 @@ import heapprof_harness as h
 SECONDS = float(os.environ.get("FORK_STORM_SECONDS", "20"))
 INSTALLER_MASK = 0xfffffffffffbfeff
 REQUEST_EVERY_S = 1.5
+# An attach that waits longer is a hang of its own (the installer gives up
+# on the loader's lock at 0.25 s, the daemon on the installer at 2 s).
+REQUEST_TIMEOUT_S = 10
 
 
 def sigblk(pid):
@@ -78,7 +81,7 @@ class ForkStormTest(unittest.TestCase):
             while time.monotonic() < end:
                 now = time.monotonic()
                 if now >= next_request:
-                    d.get(f"/debug/pprof/heap?pid={w.pid}")
+                    d.get(f"/debug/pprof/heap?pid={w.pid}", timeout=REQUEST_TIMEOUT_S)
                     requests += 1
                     next_request = now + REQUEST_EVERY_S
                 for pid in children_of(w.pid):
@@ -88,8 +91,15 @@ class ForkStormTest(unittest.TestCase):
                                 f"child {pid} has kept the installer's signal mask for "
                                 f"{now - first:.1f} s; heapprofd stderr:\n{d.stderr()}")
                 time.sleep(0.25)
-            line = w._expect_line(SECONDS + 60, "forks")
+            # fork_churn's last children have 10 s to exit; before its
+            # summary it prints a line for each child that hung or failed.
+            others = []
+            line = w._expect_line(30, "forks")
+            while not line.startswith("forks "):
+                others.append(line)
+                line = w._expect_line(30, "forks")
             print(f"  {line}; {requests} profile requests", flush=True)
+            h.check(not others, f"fork_churn said {others}; heapprofd stderr:\n{d.stderr()}")
             m = re.fullmatch(r"forks (\d+) vforks (\d+) exited (\d+) failed (\d+) hung (\d+) "
                              r"inherited (\d+)", line)
             h.check(m is not None, f"fork_churn said {line!r}")

@@ -5,8 +5,11 @@
  *
  * Threads of the parent: two call dl_iterate_phdr in a loop, two throw
  * and catch C++ exceptions, one allocates, one dlopens and dlcloses a
- * plugin (so that the sampler's dlopen wrapper walks the modules while
- * children are forked). The main thread forks children, at most
+ * plugin, and one dlopens and dlcloses libm, which is loaded already: the
+ * loader changes nothing then, and frees its lock in a child, so a child
+ * forked during that call is fine; the sampler's dlopen wrapper walks
+ * the modules after each such call, and its walk must leave a child
+ * forked meanwhile nothing held. The main thread forks children, at most
  * MAX_LIVE at once, and every VFORK_EVERY-th a vfork child that execs
  * /bin/true. Each child allocates, dlopens the plugin, calls into it,
  * dlcloses it, walks the modules, throws and catches, frees, and exits.
@@ -34,6 +37,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -42,14 +46,16 @@ extern "C" {
 #include "handshake.h"
 }
 
-#define MAX_LIVE 16
-#define FORK_EVERY_US 2000
+#define MAX_LIVE 32
+#define FORK_EVERY_US 500
 #define VFORK_EVERY 8
 #define CHILD_DEADLINE_S 10
 #define CHILD_BLOCKS 64
 /* Between two walks: a few children in a hundred are forked during one. */
 #define ITERATE_PAUSE_US 200
 #define LOAD_PAUSE_US 2000
+#define REOPEN_PAUSE_US 1000
+#define LOADED_ALREADY "libm.so.6"
 
 static const char *plugin;
 static volatile int stop;
@@ -137,9 +143,27 @@ static void *loader(void *)
     return NULL;
 }
 
-/* What a child does; its exit status: 0, or what failed. */
-static int child(void)
+/* dlopen of a library loaded already: glibc's part leaves a fork child
+ * nothing held; only what the sampler's wrapper does after it could. */
+static void *reopener(void *)
 {
+    while (!stop) {
+        void *h = dlopen(LOADED_ALREADY, RTLD_NOW);
+        if (!h)
+            handshake_die(dlerror());
+        dlclose(h);
+        usleep(REOPEN_PAUSE_US);
+    }
+    return NULL;
+}
+
+/* What a child does; its exit status: 0, or what failed. */
+static int child(pid_t parent)
+{
+    /* Gone with the parent: a test that gives up leaves no child behind. */
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent)
+        return 7;
     int inherited = __atomic_load_n(&in_loader[0], __ATOMIC_SEQ_CST) ||
                     __atomic_load_n(&in_loader[1], __ATOMIC_SEQ_CST) ||
                     __atomic_load_n(&in_loader[2], __ATOMIC_SEQ_CST);
@@ -243,14 +267,16 @@ int main(int argc, char **argv)
     handshake_ready();
     if (!handshake_wait_line())
         return 1;
-    pthread_t t[6];
+    pthread_t t[7];
     pthread_create(&t[0], NULL, iterate, &in_loader[0]);
     pthread_create(&t[1], NULL, iterate, &in_loader[1]);
     pthread_create(&t[2], NULL, thrower, NULL);
     pthread_create(&t[3], NULL, thrower, NULL);
     pthread_create(&t[4], NULL, allocator, NULL);
     pthread_create(&t[5], NULL, loader, NULL);
+    pthread_create(&t[6], NULL, reopener, NULL);
     unsigned long forks = 0, vforks = 0;
+    pid_t parent = getpid();
     double end = now_s() + seconds;
     while (now_s() < end) {
         int slot = reap();
@@ -268,7 +294,7 @@ int main(int argc, char **argv)
         } else if (slot >= 0) {
             pid_t pid = fork();
             if (pid == 0)
-                _exit(child());
+                _exit(child(parent));
             if (pid > 0) {
                 forks++;
                 live[slot] = pid;
@@ -278,7 +304,7 @@ int main(int argc, char **argv)
         usleep(FORK_EVERY_US);
     }
     stop = 1;
-    for (int i = 0; i < 6; i++)
+    for (int i = 0; i < 7; i++)
         pthread_join(t[i], NULL);
     for (;;) {
         reap();
