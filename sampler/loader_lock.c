@@ -55,7 +55,9 @@ struct glibc_mutex {
 static long sys3(long nr, long a, long b, long c)
 {
     long r;
-    __asm__ volatile("syscall" : "=a"(r) : "a"(nr), "D"(a), "S"(b), "d"(c)
+    __asm__ volatile("syscall"
+                     : "=a"(r)
+                     : "a"(nr), "D"(a), "S"(b), "d"(c)
                      : "rcx", "r11", "memory");
     return r;
 }
@@ -66,8 +68,10 @@ static long sys6(long nr, long a, long b, long c, long d, long e, long f)
     register long r10 __asm__("r10") = d;
     register long r8 __asm__("r8") = e;
     register long r9 __asm__("r9") = f;
-    __asm__ volatile("syscall" : "=a"(r) : "a"(nr), "D"(a), "S"(b), "d"(c), "r"(r10), "r"(r8),
-                     "r"(r9) : "rcx", "r11", "memory");
+    __asm__ volatile("syscall"
+                     : "=a"(r)
+                     : "a"(nr), "D"(a), "S"(b), "d"(c), "r"(r10), "r"(r8), "r"(r9)
+                     : "rcx", "r11", "memory");
     return r;
 }
 

@@ -126,9 +126,11 @@ int load_lock_find(pid_t pid, struct load_lock_place *out, char *err, size_t err
         close(fd);
     long off = e ? e : load_lock_scan(buf, got > 0 ? (size_t)got : 0);
     if (off < 0) {
-        snprintf(err, errlen, "process %d: the dynamic linker's load lock was not found in "
+        snprintf(err, errlen,
+                 "process %d: the dynamic linker's load lock was not found in "
                  "_rtld_global (%s): its modules cannot be walked without a lock that may "
-                 "be held for ever", (int)pid,
+                 "be held for ever",
+                 (int)pid,
                  off == -EEXIST ? "more than one place looks like it" : strerror((int)-off));
         return (int)off;
     }

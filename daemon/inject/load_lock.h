@@ -18,8 +18,8 @@
 
 /* What the installer is told. */
 struct load_lock_place {
-    uint64_t lock;      /* the address of _dl_load_lock; 0: not glibc */
-    uint64_t exe_phdr;  /* AT_PHDR and AT_PHNUM of the process */
+    uint64_t lock;     /* the address of _dl_load_lock; 0: not glibc */
+    uint64_t exe_phdr; /* AT_PHDR and AT_PHNUM of the process */
     uint64_t exe_phnum;
 };
 
