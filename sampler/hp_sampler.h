@@ -23,7 +23,7 @@
  * layout it knows and of its own build (hp_sampler_build_id). Bump the
  * version whenever a struct below or a symbol's meaning changes. */
 #define HP_SAMPLER_MAGIC 0x6c706d6173706800ULL
-#define HP_SAMPLER_VERSION 3
+#define HP_SAMPLER_VERSION 4
 
 /* The name of the memfd the sampler is mapped from: /proc/PID/maps shows
  * "/memfd:heapprofd-sampler (deleted)", which is how a restarted daemon
@@ -133,11 +133,16 @@ struct hp_sampler_config {
     __u64 range_lo[HP_MAX_FUNCS]; /* each allocator function's code */
     __u64 range_hi[HP_MAX_FUNCS];
     __u64 orig[HP_ENTRY_COUNT];   /* what each entry's slots bind to; 0: not taken */
-    __u64 dl_iterate_phdr;        /* the loader's walk of its modules, under its lock */
+    __u64 dl_iterate_phdr;        /* the loader's walk of its modules (where load_lock is 0) */
     __u64 r_debug;                /* the base namespace's module list (struct r_debug) */
     __u32 log2_table[HP_LOG2_TABLE_LEN]; /* as the BPF side's (sampling_math.h) */
     __u32 free_ring;      /* 1: frees of sampled pointers go through hp_free_ring */
     __u32 pad2;
+    __u64 load_lock;      /* glibc's _dl_load_lock (a recursive pthread mutex), under which
+                           * the installer walks r_debug's list itself; 0: not glibc, the
+                           * walk goes through dl_iterate_phdr */
+    __u64 exe_phdr;       /* the executable's program headers (AT_PHDR), and their count */
+    __u64 exe_phnum;
 };
 
 /* The last remote call's outcome, written by the installer. */
@@ -153,7 +158,15 @@ struct hp_install_status {
                            * and the thread's state is back (report.S) */
     __s64 wipeonfork;     /* madvise(hp_fork_page, MADV_WIPEONFORK) at the last install:
                            * 0, or -errno (then the optimized report is never used) */
+    __u32 lock_timeouts;  /* walks given up: the load lock stayed held (loader_lock.c) */
+    __u32 lock_dead_owner; /* walks given up: the load lock held by no thread of ours */
+    __u32 modules_unread; /* modules in the list whose program headers were not found */
+    __u32 pad;
 };
+
+/* The installer's results besides slots changed: -EAGAIN (the list was
+ * being changed), -EBUSY (the load lock stayed held), -EOWNERDEAD (the
+ * load lock is held by a thread that is not in the process). */
 
 /* The operations of hp_remote_call (its first argument). */
 #define HP_REMOTE_INSTALL 1   /* point every slot bound to the allocator at a wrapper */

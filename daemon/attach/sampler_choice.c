@@ -216,9 +216,9 @@ int inprocess_attach(struct bpf_state *bpf, pid_t pid, const struct process_iden
     if (e) {
         bpf_state_set_reporting(bpf, (uint32_t)pid, false);
         release_links(&it->own);
-    } else if (report_opt_enable(pid, it->inj.base, it->inj.status.wipeonfork) < 0) {
-        fprintf(stderr, "heapprofd: pid %d: the optimized report function could not be "
-                "enabled; the plain one is used\n", (int)pid);
+    } else {
+        /* A failure is logged once per cause, and counted, there. */
+        report_opt_enable(pid, it->inj.base, it->inj.status.wipeonfork);
     }
     return e;
 }

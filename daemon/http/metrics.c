@@ -26,6 +26,27 @@ static int emit_metric(struct strbuf *out, const char *name, const char *type, c
     return e ? e : strbuf_printf(out, "heapprofd_%s %llu\n", name, value);
 }
 
+/* Processes whose flag of the optimized report function could not be set,
+ * by errno (report_opt.h): the log says each cause once. */
+static int emit_report_opt_failures(struct strbuf *out)
+{
+    struct report_opt_failure f[REPORT_OPT_CAUSES];
+    size_t n = report_opt_failures(f);
+    int e = strbuf_printf(out,
+                          "# HELP heapprofd_report_opt_failures_total Processes in which the "
+                          "optimized report function could not be enabled (the plain one is "
+                          "used), by errno.\n"
+                          "# TYPE heapprofd_report_opt_failures_total counter\n");
+    for (size_t i = 0; i < n && e == 0; i++) {
+        const char *name = strerrorname_np(f[i].err);
+        e = name ? strbuf_printf(out, "heapprofd_report_opt_failures_total{errno=\"%s\"} %llu\n",
+                                 name, (unsigned long long)f[i].count)
+                 : strbuf_printf(out, "heapprofd_report_opt_failures_total{errno=\"%d\"} %llu\n",
+                                 f[i].err, (unsigned long long)f[i].count);
+    }
+    return e;
+}
+
 /* Escapes a label value for the Prometheus text format (backslash, quote, newline). */
 static void label_escape(char *dst, size_t len, const char *src)
 {
@@ -332,6 +353,8 @@ static int write_inprocess_counters(const struct targets_counters *c, struct str
     if (e == 0)
         e = emit_metric(out, "free_ring_drain_errors_total", "counter",
                         "Rings that could not be read or written, or made no sense.", fr.errors);
+    if (e == 0)
+        e = emit_report_opt_failures(out);
     if (e == 0)
         e = strbuf_printf(out,
                           "# HELP heapprofd_uprobe_nop5_optimized Whether this kernel turns a "
