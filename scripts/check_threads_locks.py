@@ -343,20 +343,23 @@ def self_test(repo):
         os.remove(os.path.join(tmp, "daemon", "attach", "added.c"))
         readme = os.path.join(tmp, "daemon", "README.md")
         with open(readme) as f:
-            text = f.read()
-        row = [l for l in text.split("\n") if l.startswith("| `attach/free_drain.c:drain_loop`")]
-        text = text.replace(row[0] + "\n", "") if row else text
-        text = text.replace("`symbols/symbol_cache.h:cached_elf.lock` before",
-                            "`symbols/symbol_cache.h:cached_elf.mutex` before")
-        text += "\n| `attach/gone.c:gone_main` | x | x | x |\n"
+            lines = f.read().split("\n")
+        # The first thread row goes, and a misspelt key joins the section.
+        start = lines.index("### Threads") if "### Threads" in lines else 0
+        rows = [i for i in range(start, len(lines)) if lines[i].startswith("| `")]
+        key = KEY.findall(lines[rows[0]].split("|")[1])[0] if rows else None
+        if rows:
+            del lines[rows[0]]
+        lines.insert(start + 1, "`attach/targets.h:targets.mutex`")
         with open(readme, "w") as f:
-            f.write(text)
+            f.write("\n".join(lines))
         errors, _ = check(tmp)
-        expect("an edited README", errors,
-               ["add a row whose first cell names `attach/free_drain.c:drain_loop`",
-                "`symbols/symbol_cache.h:cached_elf.mutex` names no thread or lock"])
-        if not row:
-            failures.append("the README has no row for attach/free_drain.c:drain_loop to remove")
+        if key is None:
+            failures.append("the README has no thread row to remove")
+        else:
+            expect("an edited README", errors,
+                   [f"add a row whose first cell names `{key}`",
+                    "`attach/targets.h:targets.mutex` names no thread or lock"])
     for f in failures:
         print("self-test: " + f)
     print("check_threads_locks self-test: " + ("FAILED" if failures else "passed"))
