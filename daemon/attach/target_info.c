@@ -127,5 +127,5 @@ void targets_read_counters(struct targets *t, struct targets_counters *counters,
     *cost = t->cost;
     targets_unlock(t);
     counters->last_restore_stop_ns =
-        __atomic_load_n(&t->counters.last_restore_stop_ns, __ATOMIC_RELAXED);
+        __atomic_load_n(&t->last_restore_stop_ns, __ATOMIC_RELAXED);
 }

@@ -85,8 +85,8 @@ struct targets_counters {
     uint64_t last_detach_ns;       /* how long removing the last target's probes took */
     uint64_t inprocess_fallbacks;  /* in-process asked, uprobes used */
     uint64_t last_inject_stop_ns;  /* target stopped at the last injection */
-    /* Target stopped at the last restore: written with an atomic store,
-     * since a detach may restore with or without the lock. */
+    /* Target stopped at the last restore, as targets_read_counters() gives
+     * it: the table keeps it apart (targets.last_restore_stop_ns). */
     uint64_t last_restore_stop_ns;
 };
 
@@ -118,7 +118,12 @@ struct targets {
     struct process_events *events;    /* NULL: no exit and fork events (their watch list) */
     struct target *slot[HP_MAX_TARGETS]; /* under lock */
     struct targets_settings settings;    /* under lock */
-    struct targets_counters counters;    /* under lock, but for last_restore_stop_ns */
+    struct targets_counters counters;    /* under lock; its last_restore_stop_ns unused */
+    /* Target stopped at the last restore: atomic loads and stores, not
+     * the lock, since a detach may restore with or without it. Out of
+     * `counters`, whose copy under the lock would read it plainly while
+     * a detach without the lock stores it (a data race TSan reported). */
+    uint64_t last_restore_stop_ns;
     /* The calibrated cost of a uprobe sampler's hit, and what each other
      * target of the same library adds (probe_cost.h); zero until
      * calibrated. Under lock. */
