@@ -30,6 +30,7 @@
 #include "process_shares.h"
 #include "sampling_tables.h"
 #include "uprobe_link.h"
+#include "verifier_error.h"
 
 /* The magic number of a bpf filesystem (linux/magic.h BPF_FS_MAGIC). */
 #define HP_BPF_FS_MAGIC 0xcafe4a11
@@ -40,14 +41,6 @@
 static const char *const pinned_maps[] = {"counts", "stacks",         "live",
                                           "stats",  "meta",           "persisted_targets"};
 #define N_PINNED (sizeof(pinned_maps) / sizeof(pinned_maps[0]))
-
-/* Silences libbpf's own chatter; load errors are reported through `err`. */
-static int quiet_libbpf(enum libbpf_print_level level, const char *fmt, va_list ap)
-{
-    if (level == LIBBPF_WARN && getenv("HEAPPROFD_DEBUG_BPF"))
-        return vfprintf(stderr, fmt, ap);
-    return 0;
-}
 
 /* Makes sure `dir` exists on a bpf filesystem, mounting one at
  * /sys/fs/bpf when nothing is mounted there (systemd does; containers and
@@ -324,7 +317,8 @@ static int write_meta(struct heapprof *skel, uint64_t sample_interval)
 
 /* Opens and loads the skeleton with programs set up for `layout`. */
 static int load_for(struct heapprof **out, uint64_t sample_interval, enum probe_layout layout,
-                    const char *pin_dir, const struct bpf_map_sizes *sizes)
+                    const char *pin_dir, const struct bpf_map_sizes *sizes,
+                    const struct kernel_features *kf)
 {
     struct heapprof *skel = heapprof__open();
     if (!skel)
@@ -346,7 +340,8 @@ static int load_for(struct heapprof **out, uint64_t sample_interval, enum probe_
     /* The drain of the in-process sampler's ring of frees needs syscall
      * programs and bpf_loop (5.17+): not asked of the classic layout, the
      * one for old kernels, where frees of sampled pointers trap. */
-    bpf_program__set_autoload(skel->progs.hp_drain_frees, layout != LAYOUT_CLASSIC);
+    bpf_program__set_autoload(skel->progs.hp_drain_frees,
+                              layout != LAYOUT_CLASSIC && kf->has[KF_SYSCALL_PROGS]);
     if (layout == LAYOUT_SESSION)
         bpf_program__set_expected_attach_type(skel->progs.hp_session, session);
     if (layout != LAYOUT_CLASSIC) {
@@ -386,7 +381,7 @@ static int try_layout(struct bpf_state *b, enum probe_layout l, uint64_t sample_
 {
     struct heapprof *skel;
     *step = "load";
-    int e = load_for(&skel, sample_interval, l, pin_dir, sizes);
+    int e = load_for(&skel, sample_interval, l, pin_dir, sizes, &b->kernel);
     if (e)
         return e;
     *step = "attach a test link";
@@ -405,12 +400,21 @@ static int try_layout(struct bpf_state *b, enum probe_layout l, uint64_t sample_
     return 0;
 }
 
+/* The best layout the probed features allow: a layout whose links the
+ * kernel refuses is not loaded at all (its verification is the cost). */
+static enum probe_layout best_layout(const struct kernel_features *kf)
+{
+    if (kf->has[KF_UPROBE_SESSION])
+        return LAYOUT_SESSION;
+    return kf->has[KF_UPROBE_MULTI] ? LAYOUT_MULTI : LAYOUT_CLASSIC;
+}
+
 int bpf_state_load(struct bpf_state *b, uint64_t sample_interval, enum probe_layout want,
                    const char *pin_dir, const struct bpf_map_sizes *sizes, char *err,
                    size_t errlen)
 {
     memset(b, 0, sizeof(*b));
-    libbpf_set_print(quiet_libbpf);
+    verifier_quiet_libbpf();
     b->pin_lock_fd = -1;
     if (pin_dir && !*pin_dir)
         pin_dir = NULL;
@@ -419,25 +423,30 @@ int bpf_state_load(struct bpf_state *b, uint64_t sample_interval, enum probe_lay
         b->refused = true;
         return e;
     }
+    kernel_features_probe(&b->kernel);
+    kernel_features_missing(&b->kernel, b->gave_up, sizeof(b->gave_up));
     /* Every layout tried says why it failed: the first errno is returned. */
-    char tried[384] = "";
+    char tried[768] = "";
     int first = 0;
-    enum probe_layout from = want == LAYOUT_AUTO ? LAYOUT_SESSION : want;
+    enum probe_layout from = want == LAYOUT_AUTO ? best_layout(&b->kernel) : want;
     enum probe_layout to = want == LAYOUT_AUTO ? LAYOUT_CLASSIC : want;
     for (enum probe_layout l = from; l <= to; l++) {
         const char *step;
+        struct verifier_verdict v;
+        verifier_capture_begin();
         e = try_layout(b, l, sample_interval, pin_dir, sizes, &step);
+        verifier_capture_end(&v);
         if (e == 0)
             return 0;
+        char why[320];
+        verifier_explain(e, &v, b->kernel.release, why, sizeof(why));
         size_t used = strlen(tried);
         snprintf(tried + used, sizeof(tried) - used, "%s%s: %s: %s", used ? "; " : "",
-                 bpf_state_layout_name(l), step, strerror(-e));
+                 bpf_state_layout_name(l), step, why);
         first = first ? first : e;
     }
-    snprintf(err, errlen,
-             "load BPF programs (%s); needs root with CAP_BPF and CAP_PERFMON, and a kernel "
-             "with BTF; HEAPPROFD_DEBUG_BPF=1 shows the verifier log",
-             tried);
+    snprintf(err, errlen, "load BPF programs on Linux %s (%s); HEAPPROFD_DEBUG_BPF=1 shows "
+             "the verifier log", b->kernel.release, tried);
     if (b->pin_lock_fd >= 0)
         close(b->pin_lock_fd);
     b->pin_lock_fd = -1;
