@@ -320,7 +320,10 @@ static int load_for(struct heapprof **out, uint64_t sample_interval, enum probe_
                     const char *pin_dir, const struct bpf_map_sizes *sizes,
                     const struct kernel_features *kf)
 {
-    struct heapprof *skel = heapprof__open();
+    /* The tests load the object against a kernel BTF that lacks a field
+     * (tests/integration/test_kernel_fields.py). */
+    LIBBPF_OPTS(bpf_object_open_opts, open_opts, .btf_custom_path = kernel_features_btf_path());
+    struct heapprof *skel = heapprof__open_opts(&open_opts);
     if (!skel)
         return errno ? -errno : -EINVAL;
     apply_sizes(skel, sizes);

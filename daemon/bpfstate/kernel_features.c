@@ -10,6 +10,7 @@
 
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/utsname.h>
 #include <unistd.h>
@@ -91,6 +92,16 @@ static bool btf_has_member(const struct btf *btf, const char *sname, const char 
     return false;
 }
 
+const char *kernel_features_btf_path(void)
+{
+#ifdef HEAPPROF_TEST_HOOKS
+    const char *p = getenv("HEAPPROFD_TEST_BTF");
+    return p && *p ? p : NULL;
+#else
+    return NULL;
+#endif
+}
+
 void kernel_features_probe(struct kernel_features *kf)
 {
     memset(kf, 0, sizeof(*kf));
@@ -106,7 +117,8 @@ void kernel_features_probe(struct kernel_features *kf)
         libbpf_probe_bpf_helper(BPF_PROG_TYPE_KPROBE, BPF_FUNC_find_vma, NULL) == 1;
     /* The fields hidden_returns.bpf.h reads; it checks them itself at load
      * (bpf_core_field_exists), this is what the daemon reports. */
-    struct btf *btf = btf__load_vmlinux_btf();
+    const char *custom = kernel_features_btf_path();
+    struct btf *btf = custom ? btf__parse(custom, NULL) : btf__load_vmlinux_btf();
     if (libbpf_get_error(btf))
         btf = NULL;
     kf->has[KF_RETURN_INSTANCES] = btf_has_member(btf, "uprobe_task", "return_instances") &&

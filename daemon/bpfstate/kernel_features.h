@@ -32,6 +32,11 @@ struct kernel_features {
  * the feature is missing. */
 void kernel_features_probe(struct kernel_features *kf);
 
+/* The kernel BTF that CO-RE relocates against: NULL, the running kernel's,
+ * except in builds with HEAPPROF_TEST_HOOKS, where HEAPPROFD_TEST_BTF may
+ * name a file that stands for another kernel's. */
+const char *kernel_features_btf_path(void);
+
 /* The feature's short name ("uprobe_multi"), as /metrics labels it. */
 const char *kernel_feature_name(enum kernel_feature f);
 
