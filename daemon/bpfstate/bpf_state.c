@@ -442,7 +442,12 @@ int bpf_state_load(struct bpf_state *b, uint64_t sample_interval, enum probe_lay
         if (e == 0)
             return 0;
         char why[320];
-        verifier_explain(e, &v, b->kernel.release, why, sizeof(why));
+        if (l < best_layout(&b->kernel)) /* asked for with --probe-layout, past the probe */
+            snprintf(why, sizeof(why), "%s (Linux %s has no %s links)", strerror(-e),
+                     b->kernel.release, l == LAYOUT_SESSION ? "uprobe session (6.13)"
+                                                            : "uprobe_multi (6.6)");
+        else
+            verifier_explain(e, &v, b->kernel.release, why, sizeof(why));
         size_t used = strlen(tried);
         snprintf(tried + used, sizeof(tried) - used, "%s%s: %s: %s", used ? "; " : "",
                  bpf_state_layout_name(l), step, why);
