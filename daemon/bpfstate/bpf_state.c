@@ -407,7 +407,9 @@ static int try_layout(struct bpf_state *b, enum probe_layout l, uint64_t sample_
  * kernel refuses is not loaded at all (its verification is the cost). */
 static enum probe_layout best_layout(const struct kernel_features *kf)
 {
-    if (kf->has[KF_UPROBE_SESSION])
+    /* Nothing could be probed (no privileges): every layout is tried, so
+     * that the error says why each failed. */
+    if (!kf->probed || kf->has[KF_UPROBE_SESSION])
         return LAYOUT_SESSION;
     return kf->has[KF_UPROBE_MULTI] ? LAYOUT_MULTI : LAYOUT_CLASSIC;
 }

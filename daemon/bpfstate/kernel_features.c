@@ -61,7 +61,7 @@ const char *kernel_feature_loss(enum kernel_feature f)
  * returns 0, loaded for that attach type and linked to a function of ours.
  * A kernel without the link type refuses the link (EINVAL), or already
  * the program's attach type. */
-static bool link_works(uint32_t attach_type)
+static bool link_works(uint32_t attach_type, bool *loaded)
 {
     const struct bpf_insn insns[] = {
         {.code = BPF_ALU64 | BPF_MOV | BPF_K, .dst_reg = BPF_REG_0, .imm = 0},
@@ -71,6 +71,7 @@ static bool link_works(uint32_t attach_type)
     int fd = bpf_prog_load(BPF_PROG_TYPE_KPROBE, "hp_probe", "GPL", insns, 2, &opts);
     if (fd < 0)
         return false;
+    *loaded = true;
     bool ok = uprobe_link_supported(fd, attach_type) == 0;
     close(fd);
     return ok;
@@ -108,9 +109,9 @@ void kernel_features_probe(struct kernel_features *kf)
     struct utsname u;
     if (uname(&u) == 0)
         snprintf(kf->release, sizeof(kf->release), "%s", u.release);
-    kf->has[KF_UPROBE_MULTI] = link_works(HP_BPF_TRACE_UPROBE_MULTI);
+    kf->has[KF_UPROBE_MULTI] = link_works(HP_BPF_TRACE_UPROBE_MULTI, &kf->probed);
     kf->has[KF_UPROBE_SESSION] = kf->has[KF_UPROBE_MULTI] &&
-                                 link_works(HP_BPF_TRACE_UPROBE_SESSION);
+                                 link_works(HP_BPF_TRACE_UPROBE_SESSION, &kf->probed);
     kf->has[KF_SYSCALL_PROGS] = libbpf_probe_bpf_prog_type(BPF_PROG_TYPE_SYSCALL, NULL) == 1;
     kf->has[KF_BPF_LOOP] = libbpf_probe_bpf_helper(BPF_PROG_TYPE_KPROBE, BPF_FUNC_loop, NULL) == 1;
     kf->has[KF_FIND_VMA] =
@@ -133,6 +134,8 @@ size_t kernel_features_missing(const struct kernel_features *kf, char *out, size
     size_t n = 0, used = 0;
     if (len)
         out[0] = '\0';
+    if (!kf->probed)
+        return 0;
     for (int f = 0; f < KF_COUNT; f++) {
         if (kf->has[f])
             continue;

@@ -24,12 +24,13 @@ enum kernel_feature {
 
 /* What the kernel has: one flag per feature, and its release. */
 struct kernel_features {
+    bool probed; /* the probes could load a program at all (not so without privileges) */
     bool has[KF_COUNT];
     char release[65]; /* uname -r */
 };
 
 /* Probes the running kernel. Never fails: a probe that cannot run says
- * the feature is missing. */
+ * the feature is missing, and kf->probed is false if none could. */
 void kernel_features_probe(struct kernel_features *kf);
 
 /* The kernel BTF that CO-RE relocates against: NULL, the running kernel's,
@@ -48,7 +49,7 @@ const char *kernel_feature_since(enum kernel_feature f);
 const char *kernel_feature_loss(enum kernel_feature f);
 
 /* Writes "name (since): loss; ..." for each missing feature into `out`
- * ("" when none is missing); returns how many are missing. */
+ * ("" when none is missing or nothing could be probed); returns how many. */
 size_t kernel_features_missing(const struct kernel_features *kf, char *out, size_t len);
 
 #endif
