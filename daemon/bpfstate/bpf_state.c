@@ -341,10 +341,10 @@ static int load_for(struct heapprof **out, uint64_t sample_interval, enum probe_
     enum bpf_attach_type session = (enum bpf_attach_type)HP_BPF_TRACE_UPROBE_SESSION;
     bpf_program__set_autoload(skel->progs.hp_session, layout == LAYOUT_SESSION);
     /* The drain of the in-process sampler's ring of frees needs syscall
-     * programs and bpf_loop (5.17+): not asked of the classic layout, the
-     * one for old kernels, where frees of sampled pointers trap. */
+     * programs and bpf_loop (5.17+), probed: not the layout. Without it,
+     * frees of sampled pointers trap. 6.1 has both, but not uprobe_multi. */
     bpf_program__set_autoload(skel->progs.hp_drain_frees,
-                              layout != LAYOUT_CLASSIC && kf->has[KF_SYSCALL_PROGS]);
+                              kf->has[KF_SYSCALL_PROGS] && kf->has[KF_BPF_LOOP]);
     if (layout == LAYOUT_SESSION)
         bpf_program__set_expected_attach_type(skel->progs.hp_session, session);
     if (layout != LAYOUT_CLASSIC) {

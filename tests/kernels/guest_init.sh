@@ -41,16 +41,24 @@ wait_line() {
     return 1
 }
 
+# Prefixes each line with the guest's uptime: where a slow start spends it.
+stamp() {
+    while IFS= read -r line; do echo "$(cut -d' ' -f1 /proc/uptime) $line"; done
+}
+
 start_daemon() { # start_daemon SAMPLER
+    rm -f /tmp/dlog; mkfifo /tmp/dlog
+    : >/tmp/daemon.log # emptied here: the last daemon's lines must not count
+    stamp </tmp/dlog >>/tmp/daemon.log &
     HEAPPROFD_DEBUG_BPF=1 $HP/heapprofd --sample-interval 1 --sampler "$1" --pin-dir none \
-        --history-interval 0 --open-loopback >/tmp/daemon.log 2>&1 &
+        --history-interval 0 --open-loopback >/tmp/dlog 2>&1 &
     daemon=$!
     if ! wait_line /tmp/daemon.log 600 'listening on'; then
         echo "heapprofd did not start; its log:"; tail -n 60 /tmp/daemon.log
         kill $daemon 2>/dev/null
         return 1
     fi
-    grep -m1 'heapprofd:' /tmp/daemon.log | sed 's/^/HPK-LOG /'
+    grep -m1 'heapprofd: probes attach' /tmp/daemon.log | sed 's/^/HPK-LOG /'
     return 0
 }
 
@@ -68,9 +76,11 @@ reap() { # reap PID CHECK
     wait $1 2>/dev/null
 }
 
+# Stops the daemon, then shows its log lines with the uptime of each.
 stop_daemon() { # stop_daemon SAMPLER
     kill $daemon 2>/dev/null
     reap $daemon "stop.$1"
+    grep 'heapprofd:' /tmp/daemon.log | sed 's/^/HPK-DAEMON /'
 }
 
 # Sums a folded profile's values by leaf (the last frame of each line).
@@ -166,7 +176,7 @@ for s in uprobe inprocess; do
         step "fork.$s"
         fork_child $s
         step "stop.$s"
-        timeout 60 wget -q -O /tmp/metrics "$URL/metrics" && grep -i 'kernel\|gave_up\|feature' /tmp/metrics | head -n 20 | sed 's/^/HPK-METRIC /'
+        timeout 60 wget -q -O /tmp/metrics "$URL/metrics" && grep -e '^heapprofd_kernel_' -e '^heapprofd_frees_through_ring' -e '^heapprofd_return_addresses' /tmp/metrics | sed 's/^/HPK-METRIC /'
         stop_daemon $s
     else
         check "start.$s" 0 "heapprofd did not start"
