@@ -403,6 +403,21 @@ static int try_layout(struct bpf_state *b, enum probe_layout l, uint64_t sample_
     return 0;
 }
 
+/* The classic layout's perf-event uprobes are refused without
+ * CAP_SYS_ADMIN (EACCES at each attach), which the packaged unit does not
+ * grant: said once at start, where the kernel makes that the layout
+ * (Debian 12's 6.1), rather than only by each attach's 403. */
+static void note_classic_needs_sys_admin(struct bpf_state *b)
+{
+    if (b->layout != LAYOUT_CLASSIC || verifier_caps_have_sys_admin())
+        return;
+    size_t used = strlen(b->notice);
+    snprintf(b->notice + used, sizeof(b->notice) - used,
+             "%sthe classic layout attaches perf-event uprobes, which Linux %s refuses without "
+             "CAP_SYS_ADMIN: every attach will fail (docs/operations.md#capabilities)",
+             used ? "; " : "", b->kernel.release);
+}
+
 /* The best layout the probed features allow: a layout whose links the
  * kernel refuses is not loaded at all (its verification is the cost). */
 static enum probe_layout best_layout(const struct kernel_features *kf)
@@ -441,8 +456,10 @@ int bpf_state_load(struct bpf_state *b, uint64_t sample_interval, enum probe_lay
         verifier_capture_begin();
         e = try_layout(b, l, sample_interval, pin_dir, sizes, &step);
         verifier_capture_end(&v);
-        if (e == 0)
+        if (e == 0) {
+            note_classic_needs_sys_admin(b);
             return 0;
+        }
         char why[320];
         if (l < best_layout(&b->kernel)) /* asked for with --probe-layout, past the probe */
             snprintf(why, sizeof(why), "%s (Linux %s has no %s links)", strerror(-e),

@@ -106,17 +106,29 @@ void verifier_capture_end(struct verifier_verdict *v)
     libbpf_set_print(quiet);
 }
 
-bool verifier_caps_allow_bpf(void)
+/* The effective capability set, or all ones when it cannot be read (so
+ * that nothing is blamed on capabilities that may be there). */
+static uint64_t effective_caps(void)
 {
     struct __user_cap_header_struct h = {.version = _LINUX_CAPABILITY_VERSION_3, .pid = 0};
     struct __user_cap_data_struct d[2];
     memset(d, 0, sizeof(d));
     if (syscall(SYS_capget, &h, d) != 0)
-        return true; /* cannot tell: do not blame capabilities */
-    uint64_t eff = (uint64_t)d[0].effective | ((uint64_t)d[1].effective << 32);
+        return ~0ULL;
+    return (uint64_t)d[0].effective | ((uint64_t)d[1].effective << 32);
+}
+
+bool verifier_caps_allow_bpf(void)
+{
+    uint64_t eff = effective_caps();
     if (eff & (1ULL << HP_CAP_SYS_ADMIN))
         return true;
     return (eff & (1ULL << HP_CAP_BPF)) && (eff & (1ULL << HP_CAP_PERFMON));
+}
+
+bool verifier_caps_have_sys_admin(void)
+{
+    return (effective_caps() & (1ULL << HP_CAP_SYS_ADMIN)) != 0;
 }
 
 void verifier_explain(int e, const struct verifier_verdict *v, const char *release, char *out,

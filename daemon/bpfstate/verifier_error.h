@@ -40,6 +40,10 @@ void verifier_capture_end(struct verifier_verdict *v);
  * programs (CAP_SYS_ADMIN, or CAP_BPF with CAP_PERFMON). */
 bool verifier_caps_allow_bpf(void);
 
+/* Whether the effective capabilities hold CAP_SYS_ADMIN, which perf-event
+ * uprobes (the classic layout) need. */
+bool verifier_caps_have_sys_admin(void);
+
 /*
  * Writes into `out` why loading failed with -errno `e`: the verifier's
  * verdict in `v` (if it has one) on kernel `release`, else missing
