@@ -83,6 +83,8 @@ enum hp_stat {
     HP_STAT_FREES_RING_LATER,  /* ring frees of an address that a later sampled allocation
                                 * already holds: that later life is kept */
     HP_STAT_FREE_RING_FULL,    /* in-process: frees that found the ring full and trapped */
+    HP_STAT_RETURNS_UNCHECKED, /* sampled calls on a kernel whose return_instances could
+                                * not be read (CO-RE): hidden return addresses not recovered */
     HP_STAT_COUNT,
 };
 

@@ -455,6 +455,7 @@ const char *bpf_state_stat_name(enum hp_stat s)
         [HP_STAT_FREES_RING] = "frees_through_ring",
         [HP_STAT_FREES_RING_LATER] = "frees_through_ring_of_an_earlier_life",
         [HP_STAT_FREE_RING_FULL] = "frees_trapped_ring_full",
+        [HP_STAT_RETURNS_UNCHECKED] = "return_addresses_unchecked",
     };
     return (unsigned)s < HP_STAT_COUNT ? names[s] : "unknown";
 }

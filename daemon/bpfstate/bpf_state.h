@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "heapprof.h"
+#include "kernel_features.h"
 #include "unwind_row.h"
 
 struct heapprof;    /* the skeleton */
@@ -39,6 +40,8 @@ struct bpf_state {
     int pin_lock_fd; /* the pin directory, locked while we use it; -1: not pinned */
     bool refused;    /* load failed for the pin directory: the daemon must not start */
     char notice[512]; /* what loading did that the operator should know ("" if nothing) */
+    struct kernel_features kernel; /* what the kernel's BPF accepts, probed before loading */
+    char gave_up[768]; /* the features missing and what each costs ("" if none) */
     uint64_t stacks_pruned; /* stacks deleted by bpf_state_prune_stacks (atomic adds) */
 };
 
@@ -50,8 +53,11 @@ struct bpf_map_sizes {
 
 /*
  * Opens and loads the programs for `want` (LAYOUT_AUTO: the best the kernel
- * supports, found by trying); -errno (the first layout's) with a reason in
- * `err` naming each layout tried on failure.
+ * supports, probed first with kernel_features, then found by trying);
+ * -errno (the first layout's) with a reason in `err` naming each layout
+ * tried on failure: a verifier rejection names the program, the kernel and
+ * the verifier's last line. b->kernel and b->gave_up say what the kernel
+ * lacks, loaded or not.
  * With a `pin_dir` (NULL or "": none), the maps that hold the profiles are
  * pinned there and adopted from a previous daemon. Maps of another version
  * or layout are refused (-EEXIST); maps made with another sample interval

@@ -373,6 +373,27 @@ static int write_inprocess_counters(const struct targets_counters *c, struct str
 }
 
 /* The target table's counters; nothing when BPF is unavailable. */
+/* The kernel's release and the BPF features heapprofd probed in it at
+ * start: a 0 is one it does without (the start line says what that costs). */
+static int write_kernel_features(const struct kernel_features *kf, struct strbuf *out)
+{
+    char release[sizeof(kf->release) * 2];
+    label_escape(release, sizeof(release), kf->release);
+    int e = strbuf_printf(out,
+                          "# HELP heapprofd_kernel_info The running kernel's release.\n"
+                          "# TYPE heapprofd_kernel_info gauge\n"
+                          "heapprofd_kernel_info{release=\"%s\"} 1\n"
+                          "# HELP heapprofd_kernel_feature Whether the kernel has a BPF feature "
+                          "heapprofd uses (1), or heapprofd does without it (0); since: the "
+                          "Linux version that brought it (docs/operations.md).\n"
+                          "# TYPE heapprofd_kernel_feature gauge\n",
+                          release);
+    for (int f = 0; f < KF_COUNT && e == 0; f++)
+        e = strbuf_printf(out, "heapprofd_kernel_feature{feature=\"%s\",since=\"%s\"} %d\n",
+                          kernel_feature_name(f), kernel_feature_since(f), kf->has[f] ? 1 : 0);
+    return e;
+}
+
 static int write_target_counters(struct daemon_ctx *ctx, struct strbuf *out)
 {
     struct targets_counters c;
@@ -446,6 +467,8 @@ static int write_target_counters(struct daemon_ctx *ctx, struct strbuf *out)
                           "# TYPE heapprofd_probe_layout gauge\n"
                           "heapprofd_probe_layout{layout=\"%s\"} 1\n",
                           bpf_state_layout_name(ctx->bpf->layout));
+    if (e == 0)
+        e = write_kernel_features(&ctx->bpf->kernel, out);
     if (e == 0)
         e = write_inprocess_counters(&c, out);
     return e;
