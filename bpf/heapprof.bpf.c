@@ -146,6 +146,9 @@ static __always_inline int on_entry(struct pt_regs *ctx)
     switch (kind) {
     case HP_MALLOC:
     case HP_VALLOC:
+    case HP_NEW:
+    case HP_NEW_ARRAY:
+    case HP_NEW_TARGET:
         break;
     case HP_CALLOC:
         size = array_size(a, b);
@@ -156,6 +159,10 @@ static __always_inline int on_entry(struct pt_regs *ctx)
         break;
     case HP_REALLOCARRAY:
         size = array_size(b, c);
+        old_ptr = a;
+        break;
+    case HP_XALLOCX:
+        size = b;
         old_ptr = a;
         break;
     case HP_POSIX_MEMALIGN:
@@ -198,6 +205,10 @@ static __always_inline void on_return(struct pt_regs *ctx)
         if ((int)rc == 0 && bpf_probe_read_user(&ptr, sizeof(ptr), (void *)p.out_ptr))
             ptr = 0;
     }
+    /* xallocx returns the block's size: at least the size asked for when it
+     * resized in place, which frees the old life and starts a new one. */
+    if (p.kind == HP_XALLOCX)
+        ptr = rc >= p.size ? p.old_ptr : 0;
     /* A realloc that returned memory, or was asked for 0 bytes, freed the old block. */
     if (p.old_live && (ptr || p.size == 0))
         untrack(tgid, p.old_ptr, ~0ULL);

@@ -46,26 +46,11 @@
  * side looks the pointer up), so nothing is missed, only slower. */
 #define HP_FILTER_SATURATED 0xff
 
-/* The functions whose slots the sampler takes, in this order. The names
- * are in sampler/slots.c; the daemon resolves each one's address (the
- * function the process's calls bind to) into hp_sampler_config.orig. */
-enum hp_entry {
-    HP_E_MALLOC = 0,
-    HP_E_CALLOC,
-    HP_E_REALLOC,
-    HP_E_REALLOCARRAY,
-    HP_E_POSIX_MEMALIGN,
-    HP_E_ALIGNED_ALLOC,
-    HP_E_MEMALIGN,
-    HP_E_VALLOC,
-    HP_E_PVALLOC,
-    HP_E_FREE,
-    HP_E_FREE_SIZED,
-    HP_E_FREE_ALIGNED_SIZED,
-    HP_E_DLOPEN,  /* modules loaded later get their slots as they load */
-    HP_E_DLMOPEN,
-    HP_ENTRY_COUNT,
-};
+/* The functions whose slots the sampler takes are the rows of
+ * alloc_entries.h (enum hp_entry, HP_E_<symbol>); the daemon resolves
+ * each one's address (the function the process's calls bind to) into
+ * hp_sampler_config.orig. */
+#include "heapprof.h"
 
 /* The second argument of hp_report_free: why the pointer is reported. */
 enum hp_free_reason {

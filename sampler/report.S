@@ -18,10 +18,10 @@
  * are 2 bytes: they cannot hold that call.
  */
 
-/* Offsets into struct hp_sampler_config of orig[HP_E_DLOPEN] and
- * orig[HP_E_DLMOPEN]; slots.c asserts them. */
-#define ORIG_DLOPEN 416
-#define ORIG_DLMOPEN 424
+/* Offsets into struct hp_sampler_config of orig[HP_E_dlopen] and
+ * orig[HP_E_dlmopen]; slots.c asserts them. */
+#define ORIG_DLOPEN 1088
+#define ORIG_DLMOPEN 1096
 /* Offset of hp_install_status.done; slots.c asserts it. */
 #define DONE_OFFSET 32
 /* HP_REMOTE_DONE_SYSCALL: getpid. */

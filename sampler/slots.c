@@ -52,46 +52,40 @@ int hp_loader_lock_known(void) HIDDEN;
 int hp_loader_lock(void) HIDDEN;
 void hp_loader_unlock(void) HIDDEN;
 
-/* The wrappers (sampler.c, report.S), by address only. */
-extern char hp_wrap_malloc[] HIDDEN, hp_wrap_calloc[] HIDDEN, hp_wrap_realloc[] HIDDEN,
-    hp_wrap_reallocarray[] HIDDEN, hp_wrap_posix_memalign[] HIDDEN,
-    hp_wrap_aligned_alloc[] HIDDEN, hp_wrap_memalign[] HIDDEN, hp_wrap_valloc[] HIDDEN,
-    hp_wrap_pvalloc[] HIDDEN, hp_wrap_free[] HIDDEN, hp_wrap_free_sized[] HIDDEN,
-    hp_wrap_free_aligned_sized[] HIDDEN, hp_wrap_dlopen[] HIDDEN, hp_wrap_dlmopen[] HIDDEN;
+/* The wrappers (sampler.c, report.S), by address only: one per row of
+ * alloc_entries.h. */
+#define EXTERN_ROW(sym, kind, family) extern char hp_wrap_##sym[] HIDDEN;
+HP_ALLOC_ENTRIES(EXTERN_ROW)
+#undef EXTERN_ROW
 
-/* The names, as a fixed array: a table of pointers would need dynamic
- * relocations, which nobody applies to the injected object. */
 /* report.S reaches these by offset. */
-_Static_assert(__builtin_offsetof(struct hp_sampler_config, orig[HP_E_DLOPEN]) == 416, "report.S");
-_Static_assert(__builtin_offsetof(struct hp_sampler_config, orig[HP_E_DLMOPEN]) == 424, "report.S");
+_Static_assert(__builtin_offsetof(struct hp_sampler_config, orig[HP_E_dlopen]) == 1088, "report.S");
+_Static_assert(__builtin_offsetof(struct hp_sampler_config, orig[HP_E_dlmopen]) == 1096, "report.S");
 _Static_assert(HP_REMOTE_DONE_SYSCALL == 39, "report.S");
 _Static_assert(__builtin_offsetof(struct hp_install_status, done) == 32, "report.S");
 
-static const char entry_names[HP_ENTRY_COUNT][20] = {
-    "malloc",  "calloc", "realloc", "reallocarray", "posix_memalign",     "aligned_alloc",
-    "memalign", "valloc", "pvalloc", "free",        "free_sized",         "free_aligned_sized",
-    "dlopen",  "dlmopen",
-};
+/* The names, as a fixed array: a table of pointers would need dynamic
+ * relocations, which nobody applies to the injected object. */
+#define ENTRY_NAME_MAX 40
+#define NAME_ROW(sym, kind, family) #sym,
+static const char entry_names[HP_ENTRY_COUNT][ENTRY_NAME_MAX] = {HP_ALLOC_ENTRIES(NAME_ROW)};
+#undef NAME_ROW
+#define NAME_FITS(sym, kind, family) \
+    _Static_assert(sizeof(#sym) <= ENTRY_NAME_MAX, "entry name too long: " #sym);
+HP_ALLOC_ENTRIES(NAME_FITS)
+#undef NAME_FITS
 
 /* A switch, not an array of addresses, for the same reason. */
 static u64 wrapper_of(u32 e)
 {
     switch (e) {
-    case HP_E_MALLOC: return (u64)hp_wrap_malloc;
-    case HP_E_CALLOC: return (u64)hp_wrap_calloc;
-    case HP_E_REALLOC: return (u64)hp_wrap_realloc;
-    case HP_E_REALLOCARRAY: return (u64)hp_wrap_reallocarray;
-    case HP_E_POSIX_MEMALIGN: return (u64)hp_wrap_posix_memalign;
-    case HP_E_ALIGNED_ALLOC: return (u64)hp_wrap_aligned_alloc;
-    case HP_E_MEMALIGN: return (u64)hp_wrap_memalign;
-    case HP_E_VALLOC: return (u64)hp_wrap_valloc;
-    case HP_E_PVALLOC: return (u64)hp_wrap_pvalloc;
-    case HP_E_FREE: return (u64)hp_wrap_free;
-    case HP_E_FREE_SIZED: return (u64)hp_wrap_free_sized;
-    case HP_E_FREE_ALIGNED_SIZED: return (u64)hp_wrap_free_aligned_sized;
-    case HP_E_DLOPEN: return (u64)hp_wrap_dlopen;
-    case HP_E_DLMOPEN: return (u64)hp_wrap_dlmopen;
-    default: return 0;
+#define WRAPPER_ROW(sym, kind, family) \
+    case HP_E_##sym:                   \
+        return (u64)hp_wrap_##sym;
+        HP_ALLOC_ENTRIES(WRAPPER_ROW)
+#undef WRAPPER_ROW
+    default:
+        return 0;
     }
 }
 

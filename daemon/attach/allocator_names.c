@@ -5,20 +5,16 @@
 
 #include <string.h>
 
+/* The loader's rows of alloc_entries.h are the in-process sampler's only:
+ * dlopen is neither probed nor the allocator's frame. */
+#define ENTRY_ROW(sym, kind, family) \
+    {#sym, (kind) == HP_LOADER ? ALLOCATOR_LOADER : ALLOCATOR_ENTRY, (kind)},
+
 const struct allocator_name allocator_names[] = {
-    /* Aliases at one address (glibc's memalign and aligned_alloc) are probed once. */
-    {"malloc", ALLOCATOR_ENTRY, HP_MALLOC},
-    {"calloc", ALLOCATOR_ENTRY, HP_CALLOC},
-    {"realloc", ALLOCATOR_ENTRY, HP_REALLOC},
-    {"reallocarray", ALLOCATOR_ENTRY, HP_REALLOCARRAY},
-    {"posix_memalign", ALLOCATOR_ENTRY, HP_POSIX_MEMALIGN},
-    {"aligned_alloc", ALLOCATOR_ENTRY, HP_ALIGNED_ALLOC},
-    {"memalign", ALLOCATOR_ENTRY, HP_ALIGNED_ALLOC},
-    {"valloc", ALLOCATOR_ENTRY, HP_VALLOC},
-    {"pvalloc", ALLOCATOR_ENTRY, HP_VALLOC},
-    {"free", ALLOCATOR_ENTRY, HP_FREE},
-    {"free_sized", ALLOCATOR_ENTRY, HP_FREE},
-    {"free_aligned_sized", ALLOCATOR_ENTRY, HP_FREE},
+    /* Every entry of alloc_entries.h, in its order. Aliases at one address
+     * (glibc's memalign and aligned_alloc, tcmalloc's free and tc_free)
+     * are probed once. */
+    HP_ALLOC_ENTRIES(ENTRY_ROW)
     {"__libc_malloc", ALLOCATOR_INTERNAL, 0},
     {"__libc_calloc", ALLOCATOR_INTERNAL, 0},
     {"__libc_realloc", ALLOCATOR_INTERNAL, 0},
@@ -67,6 +63,8 @@ bool allocator_is_allocator_name(const char *system_name, const char *display_na
     const char *last = last_component(display_name);
     for (size_t i = 0; i < allocator_names_count; i++) {
         const struct allocator_name *n = &allocator_names[i];
+        if (n->role == ALLOCATOR_LOADER)
+            continue;
         if (n->role == ALLOCATOR_MANGLED ? strncmp(plain, n->name, strlen(n->name)) == 0
                                          : strcmp(plain, n->name) == 0)
             return true;

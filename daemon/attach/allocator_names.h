@@ -1,6 +1,7 @@
 /*
- * allocator_names.h - the one list of the allocator's names: the entry
- * points heapprofd probes (and what each one is), glibc's internal aliases
+ * allocator_names.h - the allocator's names: the entry points heapprofd
+ * probes, made from the one list of them (bpf/alloc_entries.h, with what
+ * each one is), glibc's internal aliases
  * of them, and the wrappers that allocate on a caller's behalf (operator
  * new, Rust's allocation shims). The probes are placed from it
  * (allocator.c), and profiles drop the allocator's frames from the leaf
@@ -16,7 +17,9 @@
 
 /* What a name is to us. */
 enum allocator_role {
-    ALLOCATOR_ENTRY,    /* an entry point we probe, with the kind of call it is */
+    ALLOCATOR_ENTRY,    /* an entry point we probe, with the kind of call it is
+                         * (a row of alloc_entries.h) */
+    ALLOCATOR_LOADER,   /* a loader function the in-process sampler wraps (dlopen) */
     ALLOCATOR_INTERNAL, /* glibc's internal name of an entry point (__libc_malloc) */
     ALLOCATOR_SHIM,     /* a wrapper that allocates for its caller; matched as the last
                          * component of a qualified name too (std::...::__rdl_alloc) */

@@ -164,15 +164,9 @@ void inprocess_shared_close(struct inprocess_shared *sh)
 int inprocess_plan(const struct allocator_plan *plan, struct inject_plan *out, char *err,
                    size_t errlen)
 {
-    static const char *const entry_names[HP_ENTRY_COUNT] = {
-        [HP_E_MALLOC] = "malloc",       [HP_E_CALLOC] = "calloc",
-        [HP_E_REALLOC] = "realloc",     [HP_E_REALLOCARRAY] = "reallocarray",
-        [HP_E_POSIX_MEMALIGN] = "posix_memalign", [HP_E_ALIGNED_ALLOC] = "aligned_alloc",
-        [HP_E_MEMALIGN] = "memalign",   [HP_E_VALLOC] = "valloc",
-        [HP_E_PVALLOC] = "pvalloc",     [HP_E_FREE] = "free",
-        [HP_E_FREE_SIZED] = "free_sized", [HP_E_FREE_ALIGNED_SIZED] = "free_aligned_sized",
-        [HP_E_DLOPEN] = "dlopen",       [HP_E_DLMOPEN] = "dlmopen",
-    };
+#define NAME_ROW(sym, kind, family) #sym,
+    static const char *const entry_names[HP_ENTRY_COUNT] = {HP_ALLOC_ENTRIES(NAME_ROW)};
+#undef NAME_ROW
     memset(out, 0, sizeof(*out));
     if (plan->malloc_in_executable) {
         snprintf(err, errlen, "its allocator is linked into the executable, whose own calls go "
@@ -188,7 +182,7 @@ int inprocess_plan(const struct allocator_plan *plan, struct inject_plan *out, c
     }
     out->dl_iterate_phdr = allocator_bound(plan, "dl_iterate_phdr");
     out->r_debug = plan->r_debug;
-    if (!out->orig[HP_E_DLOPEN] && !out->orig[HP_E_DLMOPEN]) {
+    if (!out->orig[HP_E_dlopen] && !out->orig[HP_E_dlmopen]) {
         snprintf(err, errlen, "no dlopen to follow the modules loaded later with");
         return -ENOENT;
     }

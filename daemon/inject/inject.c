@@ -543,8 +543,8 @@ int inject_attach(pid_t pid, uint64_t start_time, const struct inject_plan *plan
     j.img = sampler_image_get(err, errlen);
     if (!j.img)
         return -ENOEXEC;
-    if (!plan->dl_iterate_phdr || !plan->r_debug || !plan->orig[HP_E_MALLOC] ||
-        !plan->orig[HP_E_FREE]) {
+    if (!plan->dl_iterate_phdr || !plan->r_debug || !plan->orig[HP_E_malloc] ||
+        !plan->orig[HP_E_free]) {
         snprintf(err, errlen, "process %d: no dynamic linker list and walk to find its "
                  "relocation slots (a static executable?)", (int)pid);
         return -ENOENT;
