@@ -27,6 +27,12 @@
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
+/* An operator new of at least this many bytes cannot succeed here (set by
+ * the daemon, daemon/bpfstate/new_fail_size.h): it is not sampled, so that
+ * no return probe hides the return address of a frame that std::bad_alloc
+ * is thrown through (no unwinder can walk the trampoline). */
+const volatile __u64 new_fail_size = ~0ULL;
+
 /*
  * The entry of every allocating function: decides whether this call counts
  * (not nested in another allocator call, not the continuation of one) and
@@ -146,9 +152,12 @@ static __always_inline int on_entry(struct pt_regs *ctx)
     switch (kind) {
     case HP_MALLOC:
     case HP_VALLOC:
+        break;
     case HP_NEW:
     case HP_NEW_ARRAY:
     case HP_NEW_TARGET:
+        if (a >= new_fail_size)
+            return 1;
         break;
     case HP_CALLOC:
         size = array_size(a, b);

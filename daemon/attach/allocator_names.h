@@ -31,6 +31,7 @@ struct allocator_name {
     const char *name;
     enum allocator_role role;
     enum hp_kind kind; /* ALLOCATOR_ENTRY only */
+    int family;        /* ALLOCATOR_ENTRY only: HP_FAMILY_* (alloc_entries.h) */
 };
 
 /* Every name; the entry points first, in the order their probes are resolved
@@ -44,5 +45,18 @@ extern const size_t allocator_names_count;
  * (demangle.h). glibc's __GI_ aliases count as the names they alias.
  */
 bool allocator_is_allocator_name(const char *system_name, const char *display_name);
+
+/*
+ * Whether entry `n`, defined in the object at `object_path`, is left to the
+ * entries it calls, by both samplers: operator new and delete of a C++
+ * runtime that implements them with malloc and free (libstdc++, libc++).
+ * Their malloc counts the call, and operator new's frame is dropped from
+ * the leaf end of the stack, so the caller of new is the leaf all the
+ * same; one probe or wrapper a call instead of two. And a return probe on
+ * an operator new would put the kernel's trampoline in place of its
+ * return address, which no unwinder can walk: a std::bad_alloc thrown
+ * through it would end the program in std::terminate.
+ */
+bool allocator_runtime_calls(const struct allocator_name *n, const char *object_path);
 
 #endif

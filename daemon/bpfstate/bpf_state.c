@@ -26,6 +26,7 @@
 #include <bpf/libbpf.h>
 
 #include "heapprof.skel.h"
+#include "new_fail_size.h"
 #include "proc_info.h"
 #include "process_shares.h"
 #include "sampling_tables.h"
@@ -336,6 +337,7 @@ static int load_for(struct heapprof **out, uint64_t sample_interval, enum probe_
     sampling_fill_log2_table((__u32 *)skel->rodata->log2_table);
     sampling_fill_weight_table((__u64 *)skel->rodata->weight_table);
     process_shares_set_bounds(skel);
+    new_fail_size_set(skel);
     /* Debian's libbpf knows neither attach type: the numbers go in as they are. */
     enum bpf_attach_type multi = (enum bpf_attach_type)HP_BPF_TRACE_UPROBE_MULTI;
     enum bpf_attach_type session = (enum bpf_attach_type)HP_BPF_TRACE_UPROBE_SESSION;

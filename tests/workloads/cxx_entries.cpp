@@ -101,6 +101,20 @@ __attribute__((noinline)) void new_array_aligned_nothrow(void **v)
         touch(v[i] = ::operator new[](640, ALIGN, std::nothrow), 640);
 }
 
+/* operator new and new[] that throw std::bad_alloc (2^62 bytes), caught
+ * here: the sampler's wrapper must leave the exception a stack the
+ * unwinder can walk. Nothing is allocated, nothing is counted. */
+__attribute__((noinline)) void new_throws(void)
+{
+    for (int i = 0; i < 2; i++) {
+        try {
+            kept[15][i] = i ? ::operator new[](size_t(1) << 62) : ::operator new(size_t(1) << 62);
+            handshake_die("operator new of 2^62 bytes returned");
+        } catch (const std::bad_alloc &) {
+        }
+    }
+}
+
 /* Every form of delete, on the blocks of the functions above. */
 __attribute__((noinline)) void delete_all_forms(void)
 {
@@ -196,8 +210,10 @@ static void family_free(void)
 }
 #endif
 
-int main()
+int main(int argc, char **argv)
 {
+    /* Debian's mimalloc aborts where operator new would throw. */
+    bool throws = !(argc > 1 && argv[1][0] == 'n');
     handshake_ready();
     if (!handshake_wait_line())
         return 0;
@@ -210,6 +226,8 @@ int main()
     new_aligned_nothrow(kept[6]);
     new_array_aligned_nothrow(kept[7]);
     delete_all_forms();
+    if (throws)
+        new_throws();
 #if defined(FAMILY_JEMALLOC) || defined(FAMILY_TCMALLOC) || defined(FAMILY_MIMALLOC)
     family_alloc(kept[8]);
     family_resize(kept[9]);
