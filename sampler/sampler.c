@@ -109,10 +109,13 @@ static __attribute__((noinline)) int countdown_expired(struct slot *s, u64 size)
     return 1;
 }
 
-/* Decides whether this call of `kind` for `size` bytes is sampled: not
- * nested, not the continuation of a call already counted, and the
- * countdown ran out. */
-static __always_inline int decide(u32 kind, u64 size, u64 ret, u64 sp)
+/* Decides, before the call, whether this call of `kind` for `size` bytes
+ * may be sampled: not nested, not the continuation of a call already
+ * counted, and the countdown ran out. Returns 0 (not sampled: the wrapper
+ * tail-jumps to the allocator) or 1 (the slow path draws the next wait
+ * with countdown_expired(), which says whether it is). Makes no call, so
+ * that a wrapper whose call is not sampled needs no frame of its own. */
+static __always_inline int may_sample(u32 kind, u64 size, u64 ret, u64 sp)
 {
     if (unlikely(!hp_sampler_config.enabled) || nested(ret))
         return 0;
@@ -133,7 +136,7 @@ static __always_inline int decide(u32 kind, u64 size, u64 ret, u64 sp)
         s->countdown -= (long long)size;
         return 0;
     }
-    return countdown_expired(s, size);
+    return 1;
 }
 
 static __always_inline u32 bucket_of(u64 ptr)
@@ -294,20 +297,32 @@ static __always_inline u64 array_size(u64 n, u64 m)
 /*
  * A wrapper of an allocating function NAME(PARAMS) returning a pointer,
  * with SIZE its size in bytes and OLD the block it resizes (realloc and
- * reallocarray; 0 for the others, which the compiler then drops). A resize
- * that succeeds frees OLD and allocates anew, as the BPF side counts it.
- * A sampled OLD leaves the filter and claims its ring position before the
- * call, which may free it (another thread may be handed that address
- * before we are back); the entry is written after, with 0 if the call
- * failed and OLD is still what it was.
- * Every call checks what it returns against the filter (one byte load):
- * a live sample's address given out again was freed where no slot saw it.
+ * reallocarray; 0 for the others, which the compiler then drops).
+ *
+ * A call that is not sampled, and resizes no sampled block, jumps to the
+ * allocator (a tail call): the wrapper leaves no frame, so the allocator
+ * returns straight to its caller, and a debugger stopped in it walks the
+ * stack exactly as in a process without the sampler (docs/sampler.md,
+ * "Frames other tools can walk"). Only the slow path calls the allocator
+ * and comes back: a sampled call, or a resize of a sampled block.
+ *
+ * A resize that succeeds frees OLD and allocates anew, as the BPF side
+ * counts it. A sampled OLD leaves the filter and claims its ring position
+ * before the call, which may free it (another thread may be handed that
+ * address before we are back); the entry is written after, with 0 if the
+ * call failed and OLD is still what it was.
+ * The slow path checks what it returns against the filter: a live
+ * sample's address given out again was freed where no slot saw it. A
+ * call that jumps to the allocator cannot look, so such a sample is taken
+ * out when its address is next sampled or freed through a wrapper.
  */
 #define WRAP_ALLOC(NAME, ENTRY, KIND, SIZE, OLD, PARAMS, ARGS)                           \
     typedef void *(*NAME##_fn) PARAMS;                                                   \
-    static __attribute__((noinline)) void *slow_##NAME(u64 ret, u64 sp, u64 size,        \
-                                                       int take, _SPLICE PARAMS)         \
+    static __attribute__((noinline)) void *slow_##NAME(u64 ret, u64 sp, int expired,     \
+                                                       _SPLICE PARAMS)                   \
     {                                                                                    \
+        u64 size = (SIZE);                                                               \
+        int take = expired && countdown_expired(my_slot(), size);                        \
         int took = (OLD) && filter_take((u64)(OLD));                                      \
         u64 at = took ? ring_claim() : ~0ULL;                                            \
         void *p = ORIG(ENTRY, NAME##_fn) ARGS;                                           \
@@ -329,13 +344,10 @@ static __always_inline u64 array_size(u64 n, u64 m)
         u64 size = (SIZE);                                                               \
         if (size == ~0ULL)                                                               \
             return ORIG(ENTRY, NAME##_fn) ARGS; /* n * m overflowed: nothing allocated */ \
-        int take = decide(KIND, size, CALLER_RET(), CALLER_SP());                        \
-        if (unlikely(take || maybe_sampled((u64)(OLD))))                                 \
-            return slow_##NAME(CALLER_RET(), CALLER_SP(), size, take, _SPLICE ARGS);     \
-        void *p = ORIG(ENTRY, NAME##_fn) ARGS;                                           \
-        if (unlikely(maybe_sampled((u64)p)))                                             \
-            reused((u64)p);                                                              \
-        return p;                                                                        \
+        int expired = may_sample(KIND, size, CALLER_RET(), CALLER_SP());                 \
+        if (unlikely(expired || maybe_sampled((u64)(OLD))))                              \
+            return slow_##NAME(CALLER_RET(), CALLER_SP(), expired, _SPLICE ARGS);        \
+        return ORIG(ENTRY, NAME##_fn) ARGS;                                              \
     }
 #define _SPLICE(...) __VA_ARGS__
 
@@ -351,9 +363,10 @@ WRAP_ALLOC(reallocarray, HP_E_REALLOCARRAY, HP_REALLOCARRAY, array_size(n, m), o
            (void *old, size_t n, size_t m), (old, n, m))
 
 typedef int (*posix_memalign_fn)(void **out, size_t a, size_t n);
-static __attribute__((noinline)) int slow_posix_memalign(u64 ret, u64 sp, int take, void **out,
-                                                         size_t a, size_t n)
+static __attribute__((noinline)) int slow_posix_memalign(u64 ret, u64 sp, void **out, size_t a,
+                                                         size_t n)
 {
+    int take = countdown_expired(my_slot(), n);
     int rc = ORIG(HP_E_POSIX_MEMALIGN, posix_memalign_fn)(out, a, n);
     if (rc == 0 && maybe_sampled((u64)*out))
         reused((u64)*out);
@@ -363,8 +376,9 @@ static __attribute__((noinline)) int slow_posix_memalign(u64 ret, u64 sp, int ta
 }
 HIDDEN int hp_wrap_posix_memalign(void **out, size_t a, size_t n)
 {
-    int take = decide(HP_POSIX_MEMALIGN, n, CALLER_RET(), CALLER_SP());
-    return slow_posix_memalign(CALLER_RET(), CALLER_SP(), take, out, a, n);
+    if (unlikely(may_sample(HP_POSIX_MEMALIGN, n, CALLER_RET(), CALLER_SP())))
+        return slow_posix_memalign(CALLER_RET(), CALLER_SP(), out, a, n);
+    return ORIG(HP_E_POSIX_MEMALIGN, posix_memalign_fn)(out, a, n);
 }
 
 /* Frees: a sampled pointer is reported before the memory goes back, so
