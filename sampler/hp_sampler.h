@@ -23,7 +23,7 @@
  * layout it knows and of its own build (hp_sampler_build_id). Bump the
  * version whenever a struct below or a symbol's meaning changes. */
 #define HP_SAMPLER_MAGIC 0x6c706d6173706800ULL
-#define HP_SAMPLER_VERSION 3
+#define HP_SAMPLER_VERSION 4
 
 /* The name of the memfd the sampler is mapped from: /proc/PID/maps shows
  * "/memfd:heapprofd-sampler (deleted)", which is how a restarted daemon
@@ -153,6 +153,8 @@ struct hp_install_status {
                            * and the thread's state is back (report.S) */
     __s64 wipeonfork;     /* madvise(hp_fork_page, MADV_WIPEONFORK) at the last install:
                            * 0, or -errno (then the optimized report is never used) */
+    __u32 taken_by_entry[HP_ENTRY_COUNT]; /* of slots_taken, each entry's: which entry
+                           * families the process's calls reach the wrappers by */
 };
 
 /* The operations of hp_remote_call (its first argument). */
