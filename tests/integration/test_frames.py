@@ -23,7 +23,7 @@ sampler as through a process without it (issue 34, part 3).
    samples inside libc's malloc have frames_leaf, its caller, on their
    stack. Fails before the change: 0%, the stack stopped at the wrapper.
 
-About 15 s in all (perf records for 2 s; gdb attaches twice).
+About 20 s in all (perf records for 3 s; gdb attaches twice; two daemons).
 """
 
 import os
@@ -40,12 +40,12 @@ CHAIN = ["frames_leaf", "frames_inner", "frames_outer", "frames_loop", "main"]
 # The largest interval the daemon takes: no call of the workload's is sampled.
 NEVER = str(1 << 32)
 GDB_TIMEOUT_S = 60
-PERF_SECONDS = 2
+PERF_SECONDS = 3
 # Of the perf samples in malloc, the share whose stack must reach the
 # caller. A sampled call (777 / 524288 of them at the default interval) is
 # the one kind that may stop at the sampler's memfd, which perf cannot read.
 PERF_MIN_SHARE = 0.95
-PERF_MIN_SAMPLES = 20
+PERF_MIN_SAMPLES = 10
 SAMPLER_SO = os.path.join(os.path.dirname(os.environ.get("HEAPPROFD", "")),
                           "sampler", "hp_sampler.so")
 
