@@ -39,9 +39,9 @@ SIZE = 777
 CHAIN = ["frames_leaf", "frames_inner", "frames_outer", "frames_loop", "main"]
 # The largest interval the daemon takes: no call of the workload's is sampled.
 NEVER = str(1 << 32)
-# Only bounds a gdb that never stops: attaching and reading libc's symbols took
-# 3 s here, and over 60 s at a load average of 26 on 2 cores.
-GDB_TIMEOUT_S = 180
+# Only bounds a gdb that never stops: attaching and reading libc's symbols
+# takes 1-5 s here.
+GDB_TIMEOUT_S = 60
 PERF_SECONDS = 3
 # Of the perf samples in malloc, the share whose stack must reach the
 # caller. A sampled call (777 / 524288 of them at the default interval) is
