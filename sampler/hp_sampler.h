@@ -147,6 +147,8 @@ struct hp_install_status {
     __u32 lock_dead_owner; /* walks given up: the load lock held by no thread of ours */
     __u32 modules_unread; /* modules in the list whose program headers were not found */
     __u32 pad;
+    __u32 taken_by_entry[HP_ENTRY_COUNT]; /* of slots_taken, each entry's: which entry
+                           * families the process's calls reach the wrappers by */
 };
 
 /* The installer's results besides slots changed: -EAGAIN (the list was

@@ -87,8 +87,11 @@ hp_remote_call:
     mov %rsp, %rbp
     .cfi_def_cfa_register %rbp
     push %rbx
+    .cfi_offset %rbx, -24
     push %r12
+    .cfi_offset %r12, -32
     push %r13
+    .cfi_offset %r13, -40
     push %r13                 /* keeps the stack aligned */
     mov %rdi, %r12
     mov %rsi, %r13
@@ -178,12 +181,17 @@ hp_wrap_##name:                                  \
     jz 1f;                                       \
     lea 2f(%rip), %r11;                          \
     push %r11;                                   \
+    .cfi_adjust_cfa_offset 8;                    \
     push %rax;                                   \
+    .cfi_adjust_cfa_offset 8;                    \
     jmp *hp_sampler_config+orig(%rip);           \
-2:  push %rax;                                   \
+2:  .cfi_adjust_cfa_offset -16;                  \
+    push %rax;                                   \
+    .cfi_adjust_cfa_offset 8;                    \
     mov %rax, %rdi;                              \
     call hp_after_dlopen;                        \
     pop %rax;                                    \
+    .cfi_adjust_cfa_offset -8;                   \
     ret;                                         \
 1:  jmp *hp_sampler_config+orig(%rip);           \
     .cfi_endproc;                                \

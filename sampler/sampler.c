@@ -111,10 +111,13 @@ static __attribute__((noinline)) int countdown_expired(struct slot *s, u64 size)
     return 1;
 }
 
-/* Decides whether this call of `kind` for `size` bytes is sampled: not
- * nested, not the continuation of a call already counted, and the
- * countdown ran out. */
-static __always_inline int decide(u32 kind, u64 size, u64 ret, u64 sp)
+/* Decides, before the call, whether this call of `kind` for `size` bytes
+ * may be sampled: not nested, not the continuation of a call already
+ * counted, and the countdown ran out. Returns 0 (not sampled: the wrapper
+ * tail-jumps to the allocator) or 1 (the slow path draws the next wait
+ * with countdown_expired(), which says whether it is). Makes no call, so
+ * that a wrapper whose call is not sampled needs no frame of its own. */
+static __always_inline int may_sample(u32 kind, u64 size, u64 ret, u64 sp)
 {
     if (unlikely(!hp_sampler_config.enabled) || nested(ret))
         return 0;
@@ -135,7 +138,7 @@ static __always_inline int decide(u32 kind, u64 size, u64 ret, u64 sp)
         s->countdown -= (long long)size;
         return 0;
     }
-    return countdown_expired(s, size);
+    return 1;
 }
 
 static __always_inline u32 bucket_of(u64 ptr)
@@ -322,16 +325,18 @@ static __always_inline u64 old_of_call(u32 kind, u64 a)
 }
 
 /*
- * The slow path of an allocating call: sampled, or resizing a sampled
- * block. A resize that succeeds frees OLD and allocates anew, as the BPF
- * side counts it. A sampled OLD leaves the filter and claims its ring
+ * The slow path of an allocating call: its countdown ran out (`expired`:
+ * countdown_expired() draws the next wait and says whether it is sampled),
+ * or it resizes a sampled block. A resize that succeeds frees OLD and
+ * allocates anew, as the BPF side counts it. A sampled OLD leaves the filter and claims its ring
  * position before the call, which may free it (another thread may be
  * handed that address before we are back); the entry is written after,
  * with 0 if the call failed and OLD is still what it was.
  */
 static __attribute__((noinline)) u64 slow_alloc(u32 entry, u32 kind, u64 ret, u64 sp, u64 size,
-                                                int take, u64 a, u64 b, u64 c, u64 d)
+                                                int expired, u64 a, u64 b, u64 c, u64 d)
 {
+    int take = expired && countdown_expired(my_slot(), size);
     u64 old = old_of_call(kind, a);
     int took = old && filter_take(old);
     u64 at = took ? ring_claim() : ~0ULL;
@@ -352,8 +357,18 @@ static __attribute__((noinline)) u64 slow_alloc(u32 entry, u32 kind, u64 ret, u6
 
 /*
  * A wrapper of an allocating entry of `kind` returning a pointer.
- * Every call checks what it returns against the filter (one byte load):
- * a live sample's address given out again was freed where no slot saw it.
+ *
+ * A call that is not sampled, and resizes no sampled block, jumps to the
+ * allocator (a tail call): the wrapper leaves no frame, so the allocator
+ * returns straight to its caller, and a debugger stopped in it walks the
+ * stack exactly as in a process without the sampler (docs/sampler.md,
+ * "Frames other tools can walk"). Only the slow path calls the allocator
+ * and comes back.
+ *
+ * The slow path checks what it returns against the filter: a live
+ * sample's address given out again was freed where no slot saw it. A
+ * call that jumps to the allocator cannot look, so such a sample is taken
+ * out when its address is next sampled or freed through a wrapper.
  */
 #define WRAP_ALLOC(NAME, KIND)                                                           \
     HIDDEN u64 hp_wrap_##NAME(u64 a, u64 b, u64 c, u64 d)                                \
@@ -361,14 +376,11 @@ static __attribute__((noinline)) u64 slow_alloc(u32 entry, u32 kind, u64 ret, u6
         u64 size = size_of_call(KIND, a, b, c);                                          \
         if (size == ~0ULL)                                                               \
             return ORIG(HP_E_##NAME)(a, b, c, d); /* n * m overflowed: nothing allocated */ \
-        int take = decide(KIND, size, CALLER_RET(), CALLER_SP());                        \
-        if (unlikely(take || maybe_sampled(old_of_call(KIND, a))))                      \
-            return slow_alloc(HP_E_##NAME, KIND, CALLER_RET(), CALLER_SP(), size, take, a, \
-                              b, c, d);                                                  \
-        u64 p = ORIG(HP_E_##NAME)(a, b, c, d);                                           \
-        if (unlikely(maybe_sampled(p)))                                                  \
-            reused(p);                                                                   \
-        return p;                                                                        \
+        int expired = may_sample(KIND, size, CALLER_RET(), CALLER_SP());                 \
+        if (unlikely(expired || maybe_sampled(old_of_call(KIND, a))))                   \
+            return slow_alloc(HP_E_##NAME, KIND, CALLER_RET(), CALLER_SP(), size, expired, \
+                              a, b, c, d);                                               \
+        return ORIG(HP_E_##NAME)(a, b, c, d);                                            \
     }
 #define WRAP_HP_MALLOC(NAME) WRAP_ALLOC(NAME, HP_MALLOC)
 #define WRAP_HP_CALLOC(NAME) WRAP_ALLOC(NAME, HP_CALLOC)
@@ -378,9 +390,10 @@ static __attribute__((noinline)) u64 slow_alloc(u32 entry, u32 kind, u64 ret, u6
 #define WRAP_HP_VALLOC(NAME) WRAP_ALLOC(NAME, HP_VALLOC)
 
 /* posix_memalign(&p, align, size): the pointer is written, 0 returned. */
-static __attribute__((noinline)) u64 slow_posix_memalign(u32 entry, u64 ret, u64 sp, int take,
-                                                         u64 a, u64 b, u64 c, u64 d)
+static __attribute__((noinline)) u64 slow_posix_memalign(u32 entry, u64 ret, u64 sp, u64 a,
+                                                         u64 b, u64 c, u64 d)
 {
+    int take = countdown_expired(my_slot(), c);
     int rc = (int)ORIG(entry)(a, b, c, d);
     u64 p = rc == 0 ? *(u64 *)a : 0;
     if (maybe_sampled(p))
@@ -392,8 +405,9 @@ static __attribute__((noinline)) u64 slow_posix_memalign(u32 entry, u64 ret, u64
 #define WRAP_HP_POSIX_MEMALIGN(NAME)                                                     \
     HIDDEN u64 hp_wrap_##NAME(u64 a, u64 b, u64 c, u64 d)                                \
     {                                                                                    \
-        int take = decide(HP_POSIX_MEMALIGN, c, CALLER_RET(), CALLER_SP());              \
-        return slow_posix_memalign(HP_E_##NAME, CALLER_RET(), CALLER_SP(), take, a, b, c, d); \
+        if (unlikely(may_sample(HP_POSIX_MEMALIGN, c, CALLER_RET(), CALLER_SP())))        \
+            return slow_posix_memalign(HP_E_##NAME, CALLER_RET(), CALLER_SP(), a, b, c, d); \
+        return ORIG(HP_E_##NAME)(a, b, c, d);                                            \
     }
 
 /*
@@ -403,9 +417,10 @@ static __attribute__((noinline)) u64 slow_posix_memalign(u32 entry, u64 ret, u64
  * goes out through the ring (or the trap) before the new one is reported,
  * so that its ring position is below the new one's.
  */
-static __attribute__((noinline)) u64 slow_xallocx(u32 entry, u64 ret, u64 sp, int take, u64 a,
-                                                  u64 b, u64 c, u64 d)
+static __attribute__((noinline)) u64 slow_xallocx(u32 entry, u64 ret, u64 sp, int expired,
+                                                  u64 a, u64 b, u64 c, u64 d)
 {
+    int take = expired && countdown_expired(my_slot(), b);
     u64 r = ORIG(entry)(a, b, c, d);
     if (r < b)
         return r;
@@ -418,10 +433,10 @@ static __attribute__((noinline)) u64 slow_xallocx(u32 entry, u64 ret, u64 sp, in
 #define WRAP_HP_XALLOCX(NAME)                                                            \
     HIDDEN u64 hp_wrap_##NAME(u64 a, u64 b, u64 c, u64 d)                                \
     {                                                                                    \
-        int take = decide(HP_XALLOCX, b, CALLER_RET(), CALLER_SP());                     \
-        if (likely(!take && !maybe_sampled(a)))                                          \
+        int expired = may_sample(HP_XALLOCX, b, CALLER_RET(), CALLER_SP());              \
+        if (likely(!expired && !maybe_sampled(a)))                                       \
             return ORIG(HP_E_##NAME)(a, b, c, d);                                        \
-        return slow_xallocx(HP_E_##NAME, CALLER_RET(), CALLER_SP(), take, a, b, c, d);   \
+        return slow_xallocx(HP_E_##NAME, CALLER_RET(), CALLER_SP(), expired, a, b, c, d); \
     }
 
 /*
@@ -460,11 +475,14 @@ static __always_inline int aligned_new(u32 e)
 /* A std::nothrow_t to refer to: an empty struct, only its address is passed. */
 static const char nothrow_tag;
 
-/* The sampled call of an operator new: 0 if it must be made again by
- * the throwing form (the nothrow one failed, or is not bound). */
+/* The call of an operator new whose countdown ran out: 0 if it must be
+ * made by the throwing form (not sampled after all, the nothrow one
+ * failed, or it is not bound). */
 static __attribute__((noinline)) u64 slow_new(u32 entry, u32 kind, u64 ret, u64 sp, u64 a, u64 b,
                                               u64 c, u64 d)
 {
+    if (!countdown_expired(my_slot(), a))
+        return 0;
     u32 nt = nothrow_of(entry);
     u64 p;
     if (!nt)
@@ -483,7 +501,7 @@ static __attribute__((noinline)) u64 slow_new(u32 entry, u32 kind, u64 ret, u64 
 #define WRAP_NEW(NAME, KIND)                                                             \
     HIDDEN u64 hp_wrap_##NAME(u64 a, u64 b, u64 c, u64 d)                                \
     {                                                                                    \
-        if (likely(!decide(KIND, a, CALLER_RET(), CALLER_SP())))                         \
+        if (likely(!may_sample(KIND, a, CALLER_RET(), CALLER_SP())))                     \
             return ORIG(HP_E_##NAME)(a, b, c, d);                                        \
         u64 p = slow_new(HP_E_##NAME, KIND, CALLER_RET(), CALLER_SP(), a, b, c, d);      \
         if (p)                                                                           \

@@ -175,6 +175,7 @@ typedef int (*iterate_fn)(phdr_callback cb, void *data);
 struct walk {
     int op; /* HP_REMOTE_INSTALL or HP_REMOTE_UNINSTALL */
     u32 modules, changed, taken, skipped, failed, unread;
+    u32 taken_by[HP_ENTRY_COUNT]; /* of taken, each entry's */
 };
 
 /* Whether `dyn` is the dynamic section of a module in the base namespace. */
@@ -296,6 +297,7 @@ static void one_slot(struct walk *w, struct module *m, const Elf64_Rela *r, u64 
     }
     if (v == wrap) {
         w->taken++;
+        w->taken_by[e]++;
         return;
     }
     int bound_here = v == orig && (type != R_X86_64_64 || r->r_addend == 0);
@@ -308,6 +310,7 @@ static void one_slot(struct walk *w, struct module *m, const Elf64_Rela *r, u64 
         save_old(slot, v);
         w->changed++;
         w->taken++;
+        w->taken_by[e]++;
     } else {
         w->failed++;
     }
@@ -460,6 +463,8 @@ static void report(long result, const struct walk *w)
     hp_install_status.slots_skipped = w->skipped;
     hp_install_status.slots_failed = w->failed;
     hp_install_status.modules_unread = w->unread;
+    for (u32 e = 0; e < HP_ENTRY_COUNT; e++)
+        hp_install_status.taken_by_entry[e] = w->taken_by[e];
 }
 
 /* The daemon's remote call (report.S: hp_remote_call). A module list in

@@ -27,7 +27,7 @@ apt-get install -y -qq --no-install-recommends -o DPkg::Lock::Timeout=600 \
     libbpf-dev libelf-dev libdw-dev libdebuginfod-dev libmicrohttpd-dev zlib1g-dev \
     debuginfod dwz \
     golang-go python3 curl gdb binutils libjemalloc2 libtcmalloc-minimal4 libmimalloc2.0 \
-    ca-certificates \
+    ca-certificates linux-perf \
     systemd \
     passwd util-linux \
     libiberty-dev xz-utils golang-github-google-pprof-dev \

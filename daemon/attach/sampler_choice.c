@@ -11,6 +11,7 @@
 
 #include <bpf/libbpf.h>
 
+#include "entry_families.h"
 #include "free_ring.h"
 #include "proc_info.h"
 #include "report_opt.h"
@@ -161,12 +162,15 @@ void inprocess_shared_close(struct inprocess_shared *sh)
     sampler_file_close(&sh->file);
 }
 
+/* The names of the sampler's entries (hp_sampler.h), as the allocator's
+ * bindings and the families know them. */
+#define NAME_ROW(sym, kind, family) #sym,
+static const char *const entry_names[HP_ENTRY_COUNT] = {HP_ALLOC_ENTRIES(NAME_ROW)};
+#undef NAME_ROW
+
 int inprocess_plan(const struct allocator_plan *plan, struct inject_plan *out, char *err,
                    size_t errlen)
 {
-#define NAME_ROW(sym, kind, family) #sym,
-    static const char *const entry_names[HP_ENTRY_COUNT] = {HP_ALLOC_ENTRIES(NAME_ROW)};
-#undef NAME_ROW
     memset(out, 0, sizeof(*out));
     if (plan->malloc_in_executable) {
         snprintf(err, errlen, "its allocator is linked into the executable, whose own calls go "
@@ -215,6 +219,17 @@ int inprocess_attach(struct bpf_state *bpf, pid_t pid, const struct process_iden
         report_opt_enable(pid, it->inj.base, it->inj.status.wipeonfork);
     }
     return e;
+}
+
+uint32_t inprocess_families(const struct inprocess_target *it)
+{
+    uint32_t mask = 0;
+    for (int e = 0; e < HP_ENTRY_COUNT; e++) {
+        int f = entry_family_of(entry_names[e]);
+        if (f >= 0 && it->inj.status.taken_by_entry[e])
+            mask |= 1u << f;
+    }
+    return mask;
 }
 
 uint64_t inprocess_detach(struct inprocess_target *it)

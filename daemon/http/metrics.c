@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "clock.h"
+#include "entry_families.h"
 #include "free_ring.h"
 #include "debuginfod_fetch.h"
 #include "hp_limits.h"
@@ -139,6 +140,19 @@ static int lines_sampler(struct strbuf *out, const char *name, const char *label
                          r->info->sampler, reason);
 }
 
+/* The entry families its calls reach its sampler by: {pid, comm, family} 1
+ * each (entry_families.h). */
+static int lines_interposed(struct strbuf *out, const char *name, const char *labels,
+                            const struct target_row *r)
+{
+    int e = 0;
+    for (int f = 0; f < ENTRY_FAMILY_COUNT && e == 0; f++)
+        if (r->info->families & (1u << f))
+            e = strbuf_printf(out, "heapprofd_%s{%s,family=\"%s\"} 1\n", name, labels,
+                              entry_family_name((enum entry_family)f));
+    return e;
+}
+
 /* The per-target families, each contiguous as the text format wants: a
  * value after the {pid, comm} labels, or lines with labels of their own. */
 static const struct {
@@ -160,6 +174,11 @@ static const struct {
     {"target_sampler", "gauge",
      "The sampler of each profiled process (reason: why the in-process sampler was not used).",
      NULL, lines_sampler},
+    {"target_interposed", "gauge",
+     "The allocator entry families the process's calls reach its sampler by (c, cxx, jemalloc, "
+     "tcmalloc, mimalloc): probed, or whose relocation slots the in-process sampler took at "
+     "its attach (one series each).",
+     NULL, lines_interposed},
     {"target_detach_in_seconds", "gauge",
      "Seconds until the process is detached unless asked for again (+Inf: held while it runs).",
      value_detach_in, NULL},
