@@ -29,6 +29,7 @@
 #include "new_fail_size.h"
 #include "proc_info.h"
 #include "process_shares.h"
+#include "row_index.h"
 #include "sampling_tables.h"
 #include "uprobe_link.h"
 #include "verifier_error.h"
@@ -438,6 +439,12 @@ int bpf_state_load(struct bpf_state *b, uint64_t sample_interval, enum probe_lay
     memset(b, 0, sizeof(*b));
     verifier_quiet_libbpf();
     b->pin_lock_fd = -1;
+    b->rows = malloc(sizeof(*b->rows));
+    if (!b->rows) {
+        snprintf(err, errlen, "%s", strerror(ENOMEM));
+        return -ENOMEM;
+    }
+    row_index_init(b->rows);
     if (pin_dir && !*pin_dir)
         pin_dir = NULL;
     int e = pin_dir ? use_pin_dir(b, pin_dir, sample_interval, sizes, err, errlen) : 0;
@@ -504,6 +511,10 @@ void bpf_state_close(struct bpf_state *b)
     if (b->pin_lock_fd >= 0)
         close(b->pin_lock_fd);
     b->pin_lock_fd = -1;
+    if (b->rows)
+        row_index_destroy(b->rows);
+    free(b->rows);
+    b->rows = NULL;
 }
 
 struct bpf_program *bpf_state_entry_program(struct bpf_state *b)
