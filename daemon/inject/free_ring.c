@@ -39,8 +39,8 @@
  * hash to one of these locks, so the drains of different processes run
  * at once (the timer's and each scrape's); there is no lock for all. */
 #define DRAIN_STRIPES 64
-static pthread_mutex_t drain_locks[DRAIN_STRIPES] = {
-    [0 ... DRAIN_STRIPES - 1] = PTHREAD_MUTEX_INITIALIZER};
+#define DRAIN_LOCKS_INIT {[0 ... DRAIN_STRIPES - 1] = PTHREAD_MUTEX_INITIALIZER}
+static pthread_mutex_t drain_locks[DRAIN_STRIPES] = DRAIN_LOCKS_INIT;
 /* Atomic adds. */
 static struct free_ring_counters counters;
 

@@ -90,9 +90,6 @@ def main():
                       "--max-stacks", str(stacks_cap), *args.daemon_arg)
     workers = []
     d = daemon.__enter__()  # left by hand: --sigterm ends it on purpose
-    if os.environ.get("FLEET_BENCH_PID_FILE"):  # for perf record -p
-        with open(os.environ["FLEET_BENCH_PID_FILE"], "w") as f:
-            f.write(str(d.proc.pid))
     if True:
         try:
             for _ in range(args.targets):
@@ -103,6 +100,9 @@ def main():
             for w in workers:
                 w.wait_done()
             alone = [timed_get(d, f"/debug/pprof/heap?pid={w.pid}") for w in workers]
+            if os.environ.get("FLEET_BENCH_PID_FILE"):  # written as the window starts: perf -p
+                with open(os.environ["FLEET_BENCH_PID_FILE"], "w") as f:
+                    f.write(str(d.proc.pid))
             cpu0, t0 = cpu_seconds(d.proc.pid), time.monotonic()
             scrapes = []
             gap = args.every / max(args.targets, 1)
