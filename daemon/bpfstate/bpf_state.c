@@ -432,6 +432,15 @@ static enum probe_layout best_layout(const struct kernel_features *kf)
     return kf->has[KF_UPROBE_MULTI] ? LAYOUT_MULTI : LAYOUT_CLASSIC;
 }
 
+/* Frees the index of rows (a failed load, or the object closed). */
+static void drop_row_index(struct bpf_state *b)
+{
+    if (b->rows)
+        row_index_destroy(b->rows);
+    free(b->rows);
+    b->rows = NULL;
+}
+
 int bpf_state_load(struct bpf_state *b, uint64_t sample_interval, enum probe_layout want,
                    const char *pin_dir, const struct bpf_map_sizes *sizes, char *err,
                    size_t errlen)
@@ -450,6 +459,7 @@ int bpf_state_load(struct bpf_state *b, uint64_t sample_interval, enum probe_lay
     int e = pin_dir ? use_pin_dir(b, pin_dir, sample_interval, sizes, err, errlen) : 0;
     if (e) {
         b->refused = true;
+        drop_row_index(b);
         return e;
     }
     kernel_features_probe(&b->kernel);
@@ -486,6 +496,7 @@ int bpf_state_load(struct bpf_state *b, uint64_t sample_interval, enum probe_lay
     if (b->pin_lock_fd >= 0)
         close(b->pin_lock_fd);
     b->pin_lock_fd = -1;
+    drop_row_index(b);
     return first;
 }
 
@@ -511,10 +522,7 @@ void bpf_state_close(struct bpf_state *b)
     if (b->pin_lock_fd >= 0)
         close(b->pin_lock_fd);
     b->pin_lock_fd = -1;
-    if (b->rows)
-        row_index_destroy(b->rows);
-    free(b->rows);
-    b->rows = NULL;
+    drop_row_index(b);
 }
 
 struct bpf_program *bpf_state_entry_program(struct bpf_state *b)
