@@ -129,6 +129,7 @@ struct targets {
      * calibrated. Under lock. */
     struct probe_cost cost;
     struct targets_callbacks callbacks;
+    int stopping; /* atomic: targets_stop_soon() was called */
 };
 
 /* `max_targets`: processes profiled at once (0: HP_MAX_TARGETS). */
@@ -139,6 +140,10 @@ void targets_set_settings(struct targets *t, const struct targets_settings *sett
 /* Detaches everything; with `keep_state`, the BPF counts of the processes
  * stay (pinned) for the next daemon to adopt. */
 void targets_destroy(struct targets *t, int keep_state);
+/* Says that the daemon is stopping (SIGTERM), before the threads that
+ * detach are stopped: a detach under way skips what only tidies the maps
+ * and the kept profiles, so that the stop is not held up by it. */
+void targets_stop_soon(struct targets *t);
 
 /*
  * Attaches again to the processes a previous daemon profiled (remembered in
@@ -233,6 +238,9 @@ size_t targets_expire(struct targets *t, uint64_t now_ns);
 /* Process `pid` exited (its exit event, or a request that found it gone):
  * keeps its last profile and detaches it, once; waits if that is under way. */
 void targets_exited(struct targets *t, pid_t pid);
+/* targets_exited() of the `n` processes `pids` at once: their probes
+ * released together and their rows forgotten in one pass over the maps. */
+void targets_exited_many(struct targets *t, const pid_t *pids, size_t n);
 
 /* targets_exited() of every target whose process is gone (a zombie, or
  * reaped), for a request about to read the kept profiles: the exit events

@@ -29,6 +29,7 @@
 #include "new_fail_size.h"
 #include "proc_info.h"
 #include "process_shares.h"
+#include "row_index.h"
 #include "sampling_tables.h"
 #include "uprobe_link.h"
 #include "verifier_error.h"
@@ -431,6 +432,15 @@ static enum probe_layout best_layout(const struct kernel_features *kf)
     return kf->has[KF_UPROBE_MULTI] ? LAYOUT_MULTI : LAYOUT_CLASSIC;
 }
 
+/* Frees the index of rows (a failed load, or the object closed). */
+static void drop_row_index(struct bpf_state *b)
+{
+    if (b->rows)
+        row_index_destroy(b->rows);
+    free(b->rows);
+    b->rows = NULL;
+}
+
 int bpf_state_load(struct bpf_state *b, uint64_t sample_interval, enum probe_layout want,
                    const char *pin_dir, const struct bpf_map_sizes *sizes, char *err,
                    size_t errlen)
@@ -438,11 +448,18 @@ int bpf_state_load(struct bpf_state *b, uint64_t sample_interval, enum probe_lay
     memset(b, 0, sizeof(*b));
     verifier_quiet_libbpf();
     b->pin_lock_fd = -1;
+    b->rows = malloc(sizeof(*b->rows));
+    if (!b->rows) {
+        snprintf(err, errlen, "%s", strerror(ENOMEM));
+        return -ENOMEM;
+    }
+    row_index_init(b->rows);
     if (pin_dir && !*pin_dir)
         pin_dir = NULL;
     int e = pin_dir ? use_pin_dir(b, pin_dir, sample_interval, sizes, err, errlen) : 0;
     if (e) {
         b->refused = true;
+        drop_row_index(b);
         return e;
     }
     kernel_features_probe(&b->kernel);
@@ -479,6 +496,7 @@ int bpf_state_load(struct bpf_state *b, uint64_t sample_interval, enum probe_lay
     if (b->pin_lock_fd >= 0)
         close(b->pin_lock_fd);
     b->pin_lock_fd = -1;
+    drop_row_index(b);
     return first;
 }
 
@@ -504,6 +522,7 @@ void bpf_state_close(struct bpf_state *b)
     if (b->pin_lock_fd >= 0)
         close(b->pin_lock_fd);
     b->pin_lock_fd = -1;
+    drop_row_index(b);
 }
 
 struct bpf_program *bpf_state_entry_program(struct bpf_state *b)

@@ -381,6 +381,8 @@ int main(int argc, char **argv)
         serve_until_stopped(argc, argv, &opts, &ctx, &sigs);
     }
     sd_notify_send("STOPPING=1");
+    if (ctx.targets)
+        targets_stop_soon(ctx.targets); /* a detach under way skips tidying the maps */
     http_server_stop(server);
     process_watch_stop(ctx.watch);
     free_drain_stop(ctx.free_drain);
