@@ -27,6 +27,12 @@
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
+/* An operator new of at least this many bytes cannot succeed here (set by
+ * the daemon, daemon/bpfstate/new_fail_size.h): it is not sampled, so that
+ * no return probe hides the return address of a frame that std::bad_alloc
+ * is thrown through (no unwinder can walk the trampoline). */
+const volatile __u64 new_fail_size = ~0ULL;
+
 /*
  * The entry of every allocating function: decides whether this call counts
  * (not nested in another allocator call, not the continuation of one) and
@@ -147,6 +153,12 @@ static __always_inline int on_entry(struct pt_regs *ctx)
     case HP_MALLOC:
     case HP_VALLOC:
         break;
+    case HP_NEW:
+    case HP_NEW_ARRAY:
+    case HP_NEW_TARGET:
+        if (a >= new_fail_size)
+            return 1;
+        break;
     case HP_CALLOC:
         size = array_size(a, b);
         break;
@@ -156,6 +168,10 @@ static __always_inline int on_entry(struct pt_regs *ctx)
         break;
     case HP_REALLOCARRAY:
         size = array_size(b, c);
+        old_ptr = a;
+        break;
+    case HP_XALLOCX:
+        size = b;
         old_ptr = a;
         break;
     case HP_POSIX_MEMALIGN:
@@ -198,6 +214,10 @@ static __always_inline void on_return(struct pt_regs *ctx)
         if ((int)rc == 0 && bpf_probe_read_user(&ptr, sizeof(ptr), (void *)p.out_ptr))
             ptr = 0;
     }
+    /* xallocx returns the block's size: at least the size asked for when it
+     * resized in place, which frees the old life and starts a new one. */
+    if (p.kind == HP_XALLOCX)
+        ptr = rc >= p.size ? p.old_ptr : 0;
     /* A realloc that returned memory, or was asked for 0 bytes, freed the old block. */
     if (p.old_live && (ptr || p.size == 0))
         untrack(tgid, p.old_ptr, ~0ULL);

@@ -20,27 +20,40 @@
 _Static_assert(HP_OBJ_SHIFT > HP_BYTES_SHIFT,
                "hp_weight_bytes() rounds by a shift of HP_OBJ_SHIFT - HP_BYTES_SHIFT - 1");
 
-/* What a probed function is; the attach cookie carries it. */
+/* What a probed function is, for its arguments and its result: each row
+ * of alloc_entries.h names one; the attach cookie carries it. */
 enum hp_kind {
-    HP_MALLOC = 0,     /* malloc(size) */
+    HP_MALLOC = 0,     /* malloc(size), mallocx(size, flags), mi_malloc_aligned(size, a) */
     HP_CALLOC,         /* calloc(n, m) */
     HP_REALLOC,        /* realloc(p, size) */
     HP_REALLOCARRAY,   /* reallocarray(p, n, m) */
     HP_POSIX_MEMALIGN, /* posix_memalign(&p, align, size) */
     HP_ALIGNED_ALLOC,  /* aligned_alloc(align, size), memalign(align, size) */
     HP_VALLOC,         /* valloc(size), pvalloc(size) */
-    HP_FREE,           /* free(p), free_sized(p, n), free_aligned_sized(p, a, n) */
+    HP_FREE,           /* free(p), free_sized(p, n), operator delete(p, ...), sdallocx(p, ...) */
+    HP_NEW,            /* operator new(size, ...): may call the allocator's malloc */
+    HP_NEW_ARRAY,      /* operator new[](size, ...): may jump to operator new */
+    HP_NEW_TARGET,     /* a function operator new jumps to (mi_new_nothrow(size)) */
+    HP_XALLOCX,        /* xallocx(p, size, extra, flags): resizes p in place, returns its size */
+    HP_LOADER,         /* dlopen, dlmopen: the in-process sampler's only, never probed */
     HP_KIND_COUNT,
 };
 
+#include "alloc_entries.h"
+
 /* Whether a call into `kind` continues a call into `prev` that jumped to
- * it (glibc's realloc(NULL, n) jumps to malloc, reallocarray to realloc),
- * and so is counted once, at the first: the BPF programs and the
- * in-process sampler must agree on it. */
+ * it, and so is counted once, at the first: glibc's realloc(NULL, n) jumps
+ * to malloc, reallocarray to realloc, libstdc++'s and jemalloc's operator
+ * new[] to operator new, mimalloc's nothrow operator new to mi_new_nothrow.
+ * The relation has no cycle: a loop calling one function from one site
+ * (same stack pointer, same return address) is never taken for a jump.
+ * The BPF programs and the in-process sampler must agree on it. */
 static inline int hp_forwards(__u32 prev, __u32 kind)
 {
     return (prev == HP_REALLOC && kind == HP_MALLOC) ||
-           (prev == HP_REALLOCARRAY && (kind == HP_REALLOC || kind == HP_MALLOC));
+           (prev == HP_REALLOCARRAY && (kind == HP_REALLOC || kind == HP_MALLOC)) ||
+           (prev == HP_NEW_ARRAY && (kind == HP_NEW || kind == HP_NEW_TARGET)) ||
+           (prev == HP_NEW && kind == HP_NEW_TARGET);
 }
 
 /* Per-CPU error and event counters (index into the `stats` map). */
@@ -83,6 +96,8 @@ enum hp_stat {
     HP_STAT_FREES_RING_LATER,  /* ring frees of an address that a later sampled allocation
                                 * already holds: that later life is kept */
     HP_STAT_FREE_RING_FULL,    /* in-process: frees that found the ring full and trapped */
+    HP_STAT_RETURNS_UNCHECKED, /* sampled calls on a kernel whose return_instances could
+                                * not be read (CO-RE): hidden return addresses not recovered */
     HP_STAT_COUNT,
 };
 
@@ -196,7 +211,7 @@ struct hp_unwind_proc {
 /* Version of the pinned maps' layout and meaning: a daemon refuses pinned
  * maps of another version rather than misread them. Bump it whenever a
  * pinned map's key, value or semantics change. */
-#define HP_STATE_VERSION 4
+#define HP_STATE_VERSION 5
 #define HP_STATE_MAGIC 0x68656170u /* "heap" */
 
 /* What the pinned maps were made with (the `meta` map's one value). */

@@ -18,6 +18,12 @@
  * CO-RE, on the sampled path only. The kernel's own user stack traces
  * (perf, bpf_get_stack) do the same on recent kernels; a read of the slot
  * with bpf_probe_read_user cannot.
+ *
+ * These are kernel internals, not ABI (the list changed in 6.12-6.14): a
+ * kernel without one of the fields loses only this, never the load. The
+ * checks below are constants once libbpf has relocated them, so the
+ * verifier drops the reads that could not be relocated; each sampled call
+ * that could not look is counted (HP_STAT_RETURNS_UNCHECKED).
  */
 #ifndef HEAPPROF_HIDDEN_RETURNS_BPF_H
 #define HEAPPROF_HIDDEN_RETURNS_BPF_H
@@ -36,10 +42,24 @@ struct hidden_returns {
     __u64 ri;         /* the innermost struct return_instance not yet below the walk */
 };
 
+/* Whether this kernel has every field read here (a constant after load). */
+#define HIDDEN_RETURNS_READABLE()                                                \
+    (bpf_core_field_exists(struct uprobe_task, return_instances) &&              \
+     bpf_core_field_exists(struct return_instance, stack) &&                     \
+     bpf_core_field_exists(struct return_instance, next) &&                      \
+     bpf_core_field_exists(struct return_instance, orig_ret_vaddr) &&            \
+     bpf_core_field_exists(struct xol_area, vaddr))
+
 /* Reads the current thread's pending return probes: two kernel reads when
  * there are none, the usual case. */
 static __always_inline void hidden_returns_init(struct hidden_returns *h)
 {
+    if (!HIDDEN_RETURNS_READABLE()) {
+        h->ri = 0;
+        h->trampoline = 0; /* nothing is unhidden */
+        count_stat(HP_STAT_RETURNS_UNCHECKED);
+        return;
+    }
     struct task_struct *task = (struct task_struct *)bpf_get_current_task();
     h->ri = (__u64)BPF_CORE_READ(task, utask, return_instances);
     h->trampoline = h->ri ? BPF_CORE_READ(task, mm, uprobes_state.xol_area, vaddr) : 0;
@@ -55,7 +75,8 @@ static __always_inline void hidden_returns_init(struct hidden_returns *h)
  */
 __noinline __u64 hp_hidden_return_at(struct hidden_returns *h, __u64 slot)
 {
-    if (!h)
+    /* A global function is verified even where no call reaches it (6.1). */
+    if (!h || !HIDDEN_RETURNS_READABLE())
         return 0;
     for (__u32 i = 0; i < HP_MAX_HIDDEN_RETURNS; i++) {
         struct return_instance *ri = (struct return_instance *)h->ri;
@@ -75,7 +96,7 @@ __noinline __u64 hp_hidden_return_at(struct hidden_returns *h, __u64 slot)
  * the trampoline, the one a return probe saved from there. */
 static __always_inline __u64 unhide_return(struct hidden_returns *h, __u64 slot, __u64 value)
 {
-    if (!h->trampoline || value != h->trampoline)
+    if (!HIDDEN_RETURNS_READABLE() || !h->trampoline || value != h->trampoline)
         return value;
     struct return_instance *ri = (struct return_instance *)hp_hidden_return_at(h, slot);
     if (!ri) {

@@ -106,9 +106,15 @@ static __always_inline struct hp_unwind_mapping *find_mapping(struct hp_unwind_p
                                                                __u64 pc)
 {
     int i = hp_find_mapping(proc, pc);
-    if (i < 0)
-        return NULL;
-    return &proc->m[i & (HP_MAX_UNWIND_MAPPINGS - 1)];
+    struct hp_unwind_mapping *m = NULL;
+    if (i >= 0)
+        m = &proc->m[i & (HP_MAX_UNWIND_MAPPINGS - 1)];
+    /* Makes the callers test the pointer, not `i < 0` again: clang merges
+     * the two tests, and the verifier of Linux 6.1 cannot tell that a
+     * sign-extended negative `i` fails the second one, so it walked on
+     * with a NULL `m` and refused the program ("invalid mem access"). */
+    asm volatile("" : "+r"(m));
+    return m;
 }
 
 /* The row of the table that covers `tpc`, or NULL (binary search). */

@@ -5,7 +5,8 @@
 #   NAME       the plain build (in a HEAPPROF_SANITIZE tree it is already
 #              sanitized, like everything else);
 #   NAME_asan  the same sources under ASan+UBSan, for the sanitized builds of
-#              the unit tests; built only when a test links it;
+#              the unit tests; built only when a test links it (none in a
+#              HEAPPROF_TSAN tree: TSan and ASan do not combine);
 #   NAME_fuzz  under libFuzzer's coverage and ASan+UBSan, for the fuzz
 #              targets (HEAPPROF_FUZZ trees only).
 # DEPS are other heapprof_library names; each flavour links the same flavour
@@ -15,7 +16,7 @@
 function(heapprof_library name)
   cmake_parse_arguments(L "" "" "SOURCES;DEPS;LIBS" ${ARGN})
   set(flavours plain)
-  if(NOT HEAPPROF_SANITIZE)
+  if(NOT HEAPPROF_SANITIZE AND NOT HEAPPROF_TSAN)
     list(APPEND flavours asan)
   endif()
   if(HEAPPROF_FUZZ)

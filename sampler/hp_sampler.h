@@ -23,7 +23,7 @@
  * layout it knows and of its own build (hp_sampler_build_id). Bump the
  * version whenever a struct below or a symbol's meaning changes. */
 #define HP_SAMPLER_MAGIC 0x6c706d6173706800ULL
-#define HP_SAMPLER_VERSION 3
+#define HP_SAMPLER_VERSION 4
 
 /* The name of the memfd the sampler is mapped from: /proc/PID/maps shows
  * "/memfd:heapprofd-sampler (deleted)", which is how a restarted daemon
@@ -46,26 +46,11 @@
  * side looks the pointer up), so nothing is missed, only slower. */
 #define HP_FILTER_SATURATED 0xff
 
-/* The functions whose slots the sampler takes, in this order. The names
- * are in sampler/slots.c; the daemon resolves each one's address (the
- * function the process's calls bind to) into hp_sampler_config.orig. */
-enum hp_entry {
-    HP_E_MALLOC = 0,
-    HP_E_CALLOC,
-    HP_E_REALLOC,
-    HP_E_REALLOCARRAY,
-    HP_E_POSIX_MEMALIGN,
-    HP_E_ALIGNED_ALLOC,
-    HP_E_MEMALIGN,
-    HP_E_VALLOC,
-    HP_E_PVALLOC,
-    HP_E_FREE,
-    HP_E_FREE_SIZED,
-    HP_E_FREE_ALIGNED_SIZED,
-    HP_E_DLOPEN,  /* modules loaded later get their slots as they load */
-    HP_E_DLMOPEN,
-    HP_ENTRY_COUNT,
-};
+/* The functions whose slots the sampler takes are the rows of
+ * alloc_entries.h (enum hp_entry, HP_E_<symbol>); the daemon resolves
+ * each one's address (the function the process's calls bind to) into
+ * hp_sampler_config.orig. */
+#include "heapprof.h"
 
 /* The second argument of hp_report_free: why the pointer is reported. */
 enum hp_free_reason {
@@ -133,11 +118,16 @@ struct hp_sampler_config {
     __u64 range_lo[HP_MAX_FUNCS]; /* each allocator function's code */
     __u64 range_hi[HP_MAX_FUNCS];
     __u64 orig[HP_ENTRY_COUNT];   /* what each entry's slots bind to; 0: not taken */
-    __u64 dl_iterate_phdr;        /* the loader's walk of its modules, under its lock */
+    __u64 dl_iterate_phdr;        /* the loader's walk of its modules (where load_lock is 0) */
     __u64 r_debug;                /* the base namespace's module list (struct r_debug) */
     __u32 log2_table[HP_LOG2_TABLE_LEN]; /* as the BPF side's (sampling_math.h) */
     __u32 free_ring;      /* 1: frees of sampled pointers go through hp_free_ring */
     __u32 pad2;
+    __u64 load_lock;      /* glibc's _dl_load_lock (a recursive pthread mutex), under which
+                           * the installer walks r_debug's list itself; 0: not glibc, the
+                           * walk goes through dl_iterate_phdr */
+    __u64 exe_phdr;       /* the executable's program headers (AT_PHDR), and their count */
+    __u64 exe_phnum;
 };
 
 /* The last remote call's outcome, written by the installer. */
@@ -153,7 +143,17 @@ struct hp_install_status {
                            * and the thread's state is back (report.S) */
     __s64 wipeonfork;     /* madvise(hp_fork_page, MADV_WIPEONFORK) at the last install:
                            * 0, or -errno (then the optimized report is never used) */
+    __u32 lock_timeouts;  /* walks given up: the load lock stayed held (loader_lock.c) */
+    __u32 lock_dead_owner; /* walks given up: the load lock held by no thread of ours */
+    __u32 modules_unread; /* modules in the list whose program headers were not found */
+    __u32 pad;
+    __u32 taken_by_entry[HP_ENTRY_COUNT]; /* of slots_taken, each entry's: which entry
+                           * families the process's calls reach the wrappers by */
 };
+
+/* The installer's results besides slots changed: -EAGAIN (the list was
+ * being changed), -EBUSY (the load lock stayed held), -EOWNERDEAD (the
+ * load lock is held by a thread that is not in the process). */
 
 /* The operations of hp_remote_call (its first argument). */
 #define HP_REMOTE_INSTALL 1   /* point every slot bound to the allocator at a wrapper */

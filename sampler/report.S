@@ -18,10 +18,10 @@
  * are 2 bytes: they cannot hold that call.
  */
 
-/* Offsets into struct hp_sampler_config of orig[HP_E_DLOPEN] and
- * orig[HP_E_DLMOPEN]; slots.c asserts them. */
-#define ORIG_DLOPEN 416
-#define ORIG_DLMOPEN 424
+/* Offsets into struct hp_sampler_config of orig[HP_E_dlopen] and
+ * orig[HP_E_dlmopen]; slots.c asserts them. */
+#define ORIG_DLOPEN 1088
+#define ORIG_DLMOPEN 1096
 /* Offset of hp_install_status.done; slots.c asserts it. */
 #define DONE_OFFSET 32
 /* HP_REMOTE_DONE_SYSCALL: getpid. */
@@ -87,8 +87,11 @@ hp_remote_call:
     mov %rsp, %rbp
     .cfi_def_cfa_register %rbp
     push %rbx
+    .cfi_offset %rbx, -24
     push %r12
+    .cfi_offset %r12, -32
     push %r13
+    .cfi_offset %r13, -40
     push %r13                 /* keeps the stack aligned */
     mov %rdi, %r12
     mov %rsi, %r13
@@ -178,12 +181,17 @@ hp_wrap_##name:                                  \
     jz 1f;                                       \
     lea 2f(%rip), %r11;                          \
     push %r11;                                   \
+    .cfi_adjust_cfa_offset 8;                    \
     push %rax;                                   \
+    .cfi_adjust_cfa_offset 8;                    \
     jmp *hp_sampler_config+orig(%rip);           \
-2:  push %rax;                                   \
+2:  .cfi_adjust_cfa_offset -16;                  \
+    push %rax;                                   \
+    .cfi_adjust_cfa_offset 8;                    \
     mov %rax, %rdi;                              \
     call hp_after_dlopen;                        \
     pop %rax;                                    \
+    .cfi_adjust_cfa_offset -8;                   \
     ret;                                         \
 1:  jmp *hp_sampler_config+orig(%rip);           \
     .cfi_endproc;                                \

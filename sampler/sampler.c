@@ -27,12 +27,14 @@ typedef unsigned long size_t;
 HIDDEN struct hp_sampler_config hp_sampler_config;
 
 /* One thread's (or a few threads') countdown, and the last entry of a
- * function that may jump to another (realloc to malloc), to count that
- * continuation once, as the BPF side does. */
+ * function that may jump to another (realloc to malloc, operator new[] to
+ * operator new), to count that continuation once, as the BPF side does:
+ * the wrappers of operator new jump to the real function, which may jump
+ * through a slot to another wrapper with its caller's return address. */
 struct slot {
     long long countdown;
     u64 rng;
-    u64 fwd_sp;  /* entry sp of the last realloc/reallocarray call, 0: none */
+    u64 fwd_sp;  /* entry sp of the last call that may jump to another entry, 0: none */
     u64 fwd_ret;
     u32 fwd_kind;
     u32 initialized;
@@ -109,10 +111,13 @@ static __attribute__((noinline)) int countdown_expired(struct slot *s, u64 size)
     return 1;
 }
 
-/* Decides whether this call of `kind` for `size` bytes is sampled: not
- * nested, not the continuation of a call already counted, and the
- * countdown ran out. */
-static __always_inline int decide(u32 kind, u64 size, u64 ret, u64 sp)
+/* Decides, before the call, whether this call of `kind` for `size` bytes
+ * may be sampled: not nested, not the continuation of a call already
+ * counted, and the countdown ran out. Returns 0 (not sampled: the wrapper
+ * tail-jumps to the allocator) or 1 (the slow path draws the next wait
+ * with countdown_expired(), which says whether it is). Makes no call, so
+ * that a wrapper whose call is not sampled needs no frame of its own. */
+static __always_inline int may_sample(u32 kind, u64 size, u64 ret, u64 sp)
 {
     if (unlikely(!hp_sampler_config.enabled) || nested(ret))
         return 0;
@@ -124,7 +129,7 @@ static __always_inline int decide(u32 kind, u64 size, u64 ret, u64 sp)
         }
         s->fwd_sp = 0;
     }
-    if (kind == HP_REALLOC || kind == HP_REALLOCARRAY) {
+    if (kind == HP_REALLOC || kind == HP_REALLOCARRAY || kind == HP_NEW || kind == HP_NEW_ARRAY) {
         s->fwd_sp = sp;
         s->fwd_ret = ret;
         s->fwd_kind = kind;
@@ -133,7 +138,7 @@ static __always_inline int decide(u32 kind, u64 size, u64 ret, u64 sp)
         s->countdown -= (long long)size;
         return 0;
     }
-    return countdown_expired(s, size);
+    return 1;
 }
 
 static __always_inline u32 bucket_of(u64 ptr)
@@ -288,96 +293,239 @@ static __always_inline u64 array_size(u64 n, u64 m)
     return __builtin_mul_overflow(n, m, &r) ? ~0ULL : r;
 }
 
-/* The function entry E's slots held. */
-#define ORIG(E, TYPE) ((TYPE)hp_sampler_config.orig[E])
+/* The function entry E's slots held. Every entry takes at most four
+ * integer arguments and returns one integer or pointer (or nothing): the
+ * wrappers pass all four registers through, the unused ones unread. */
+typedef u64 (*entry_fn)(u64 a, u64 b, u64 c, u64 d);
+#define ORIG(E) ((entry_fn)hp_sampler_config.orig[E])
+
+/* The size in bytes a call of `kind` asks for; a constant kind folds it. */
+static __always_inline u64 size_of_call(u32 kind, u64 a, u64 b, u64 c)
+{
+    switch (kind) {
+    case HP_CALLOC:
+        return array_size(a, b);
+    case HP_REALLOC:
+    case HP_ALIGNED_ALLOC:
+    case HP_XALLOCX:
+        return b;
+    case HP_REALLOCARRAY:
+        return array_size(b, c);
+    case HP_POSIX_MEMALIGN:
+        return c;
+    default:
+        return a;
+    }
+}
+
+/* The block a call of `kind` resizes, or 0. */
+static __always_inline u64 old_of_call(u32 kind, u64 a)
+{
+    return kind == HP_REALLOC || kind == HP_REALLOCARRAY ? a : 0;
+}
 
 /*
- * A wrapper of an allocating function NAME(PARAMS) returning a pointer,
- * with SIZE its size in bytes and OLD the block it resizes (realloc and
- * reallocarray; 0 for the others, which the compiler then drops). A resize
- * that succeeds frees OLD and allocates anew, as the BPF side counts it.
- * A sampled OLD leaves the filter and claims its ring position before the
- * call, which may free it (another thread may be handed that address
- * before we are back); the entry is written after, with 0 if the call
- * failed and OLD is still what it was.
- * Every call checks what it returns against the filter (one byte load):
- * a live sample's address given out again was freed where no slot saw it.
+ * The slow path of an allocating call: its countdown ran out (`expired`:
+ * countdown_expired() draws the next wait and says whether it is sampled),
+ * or it resizes a sampled block. A resize that succeeds frees OLD and
+ * allocates anew, as the BPF side counts it. A sampled OLD leaves the filter and claims its ring
+ * position before the call, which may free it (another thread may be
+ * handed that address before we are back); the entry is written after,
+ * with 0 if the call failed and OLD is still what it was.
  */
-#define WRAP_ALLOC(NAME, ENTRY, KIND, SIZE, OLD, PARAMS, ARGS)                           \
-    typedef void *(*NAME##_fn) PARAMS;                                                   \
-    static __attribute__((noinline)) void *slow_##NAME(u64 ret, u64 sp, u64 size,        \
-                                                       int take, _SPLICE PARAMS)         \
+static __attribute__((noinline)) u64 slow_alloc(u32 entry, u32 kind, u64 ret, u64 sp, u64 size,
+                                                int expired, u64 a, u64 b, u64 c, u64 d)
+{
+    int take = expired && countdown_expired(my_slot(), size);
+    u64 old = old_of_call(kind, a);
+    int took = old && filter_take(old);
+    u64 at = took ? ring_claim() : ~0ULL;
+    u64 p = ORIG(entry)(a, b, c, d);
+    int freed = took && (p || size == 0);
+    if (took && !freed)
+        filter_add(old); /* it failed: OLD is still the live sample */
+    if (at != ~0ULL)
+        ring_publish(at, freed ? old : 0);
+    else if (freed)
+        hp_report_free(old, ring_full());
+    if (maybe_sampled(p))
+        reused(p);
+    if (take)
+        sampled(p, size, kind, ret, sp);
+    return p;
+}
+
+/*
+ * A wrapper of an allocating entry of `kind` returning a pointer.
+ *
+ * A call that is not sampled, and resizes no sampled block, jumps to the
+ * allocator (a tail call): the wrapper leaves no frame, so the allocator
+ * returns straight to its caller, and a debugger stopped in it walks the
+ * stack exactly as in a process without the sampler (docs/sampler.md,
+ * "Frames other tools can walk"). Only the slow path calls the allocator
+ * and comes back.
+ *
+ * The slow path checks what it returns against the filter: a live
+ * sample's address given out again was freed where no slot saw it. A
+ * call that jumps to the allocator cannot look, so such a sample is taken
+ * out when its address is next sampled or freed through a wrapper.
+ */
+#define WRAP_ALLOC(NAME, KIND)                                                           \
+    HIDDEN u64 hp_wrap_##NAME(u64 a, u64 b, u64 c, u64 d)                                \
     {                                                                                    \
-        int took = (OLD) && filter_take((u64)(OLD));                                      \
-        u64 at = took ? ring_claim() : ~0ULL;                                            \
-        void *p = ORIG(ENTRY, NAME##_fn) ARGS;                                           \
-        int freed = took && (p || size == 0);                                            \
-        if (took && !freed)                                                              \
-            filter_add((u64)(OLD)); /* it failed: OLD is still the live sample */         \
-        if (at != ~0ULL)                                                                 \
-            ring_publish(at, freed ? (u64)(OLD) : 0);                                    \
-        else if (freed)                                                                  \
-            hp_report_free((u64)(OLD), ring_full());                                     \
-        if (maybe_sampled((u64)p))                                                       \
-            reused((u64)p);                                                              \
-        if (take)                                                                        \
-            sampled((u64)p, size, KIND, ret, sp);                                        \
-        return p;                                                                        \
-    }                                                                                    \
-    HIDDEN void *hp_wrap_##NAME PARAMS                                                   \
-    {                                                                                    \
-        u64 size = (SIZE);                                                               \
+        u64 size = size_of_call(KIND, a, b, c);                                          \
         if (size == ~0ULL)                                                               \
-            return ORIG(ENTRY, NAME##_fn) ARGS; /* n * m overflowed: nothing allocated */ \
-        int take = decide(KIND, size, CALLER_RET(), CALLER_SP());                        \
-        if (unlikely(take || maybe_sampled((u64)(OLD))))                                 \
-            return slow_##NAME(CALLER_RET(), CALLER_SP(), size, take, _SPLICE ARGS);     \
-        void *p = ORIG(ENTRY, NAME##_fn) ARGS;                                           \
-        if (unlikely(maybe_sampled((u64)p)))                                             \
-            reused((u64)p);                                                              \
-        return p;                                                                        \
+            return ORIG(HP_E_##NAME)(a, b, c, d); /* n * m overflowed: nothing allocated */ \
+        int expired = may_sample(KIND, size, CALLER_RET(), CALLER_SP());                 \
+        if (unlikely(expired || maybe_sampled(old_of_call(KIND, a))))                   \
+            return slow_alloc(HP_E_##NAME, KIND, CALLER_RET(), CALLER_SP(), size, expired, \
+                              a, b, c, d);                                               \
+        return ORIG(HP_E_##NAME)(a, b, c, d);                                            \
     }
-#define _SPLICE(...) __VA_ARGS__
+#define WRAP_HP_MALLOC(NAME) WRAP_ALLOC(NAME, HP_MALLOC)
+#define WRAP_HP_CALLOC(NAME) WRAP_ALLOC(NAME, HP_CALLOC)
+#define WRAP_HP_REALLOC(NAME) WRAP_ALLOC(NAME, HP_REALLOC)
+#define WRAP_HP_REALLOCARRAY(NAME) WRAP_ALLOC(NAME, HP_REALLOCARRAY)
+#define WRAP_HP_ALIGNED_ALLOC(NAME) WRAP_ALLOC(NAME, HP_ALIGNED_ALLOC)
+#define WRAP_HP_VALLOC(NAME) WRAP_ALLOC(NAME, HP_VALLOC)
 
-WRAP_ALLOC(malloc, HP_E_MALLOC, HP_MALLOC, n, 0, (size_t n), (n))
-WRAP_ALLOC(calloc, HP_E_CALLOC, HP_CALLOC, array_size(n, m), 0, (size_t n, size_t m), (n, m))
-WRAP_ALLOC(aligned_alloc, HP_E_ALIGNED_ALLOC, HP_ALIGNED_ALLOC, n, 0, (size_t a, size_t n),
-           (a, n))
-WRAP_ALLOC(memalign, HP_E_MEMALIGN, HP_ALIGNED_ALLOC, n, 0, (size_t a, size_t n), (a, n))
-WRAP_ALLOC(valloc, HP_E_VALLOC, HP_VALLOC, n, 0, (size_t n), (n))
-WRAP_ALLOC(pvalloc, HP_E_PVALLOC, HP_VALLOC, n, 0, (size_t n), (n))
-WRAP_ALLOC(realloc, HP_E_REALLOC, HP_REALLOC, n, old, (void *old, size_t n), (old, n))
-WRAP_ALLOC(reallocarray, HP_E_REALLOCARRAY, HP_REALLOCARRAY, array_size(n, m), old,
-           (void *old, size_t n, size_t m), (old, n, m))
+/* posix_memalign(&p, align, size): the pointer is written, 0 returned. */
+static __attribute__((noinline)) u64 slow_posix_memalign(u32 entry, u64 ret, u64 sp, u64 a,
+                                                         u64 b, u64 c, u64 d)
+{
+    int take = countdown_expired(my_slot(), c);
+    int rc = (int)ORIG(entry)(a, b, c, d);
+    u64 p = rc == 0 ? *(u64 *)a : 0;
+    if (maybe_sampled(p))
+        reused(p);
+    if (take)
+        sampled(p, c, HP_POSIX_MEMALIGN, ret, sp);
+    return (u64)(unsigned)rc;
+}
+#define WRAP_HP_POSIX_MEMALIGN(NAME)                                                     \
+    HIDDEN u64 hp_wrap_##NAME(u64 a, u64 b, u64 c, u64 d)                                \
+    {                                                                                    \
+        if (unlikely(may_sample(HP_POSIX_MEMALIGN, c, CALLER_RET(), CALLER_SP())))        \
+            return slow_posix_memalign(HP_E_##NAME, CALLER_RET(), CALLER_SP(), a, b, c, d); \
+        return ORIG(HP_E_##NAME)(a, b, c, d);                                            \
+    }
 
-typedef int (*posix_memalign_fn)(void **out, size_t a, size_t n);
-static __attribute__((noinline)) int slow_posix_memalign(u64 ret, u64 sp, int take, void **out,
-                                                         size_t a, size_t n)
+/*
+ * xallocx(p, size, extra, flags) resizes p in place and returns its size,
+ * at least `size` when it did (or p was that large already): the BPF side
+ * counts that as p freed and allocated again at `size`. The old life
+ * goes out through the ring (or the trap) before the new one is reported,
+ * so that its ring position is below the new one's.
+ */
+static __attribute__((noinline)) u64 slow_xallocx(u32 entry, u64 ret, u64 sp, int expired,
+                                                  u64 a, u64 b, u64 c, u64 d)
 {
-    int rc = ORIG(HP_E_POSIX_MEMALIGN, posix_memalign_fn)(out, a, n);
-    if (rc == 0 && maybe_sampled((u64)*out))
-        reused((u64)*out);
-    if (rc == 0 && take)
-        sampled((u64)*out, n, HP_POSIX_MEMALIGN, ret, sp);
-    return rc;
+    int take = expired && countdown_expired(my_slot(), b);
+    u64 r = ORIG(entry)(a, b, c, d);
+    if (r < b)
+        return r;
+    if (maybe_sampled(a))
+        free_sampled(a);
+    if (take)
+        sampled(a, b, HP_XALLOCX, ret, sp);
+    return r;
 }
-HIDDEN int hp_wrap_posix_memalign(void **out, size_t a, size_t n)
+#define WRAP_HP_XALLOCX(NAME)                                                            \
+    HIDDEN u64 hp_wrap_##NAME(u64 a, u64 b, u64 c, u64 d)                                \
+    {                                                                                    \
+        int expired = may_sample(HP_XALLOCX, b, CALLER_RET(), CALLER_SP());              \
+        if (likely(!expired && !maybe_sampled(a)))                                       \
+            return ORIG(HP_E_##NAME)(a, b, c, d);                                        \
+        return slow_xallocx(HP_E_##NAME, CALLER_RET(), CALLER_SP(), expired, a, b, c, d); \
+    }
+
+/*
+ * operator new may throw (std::bad_alloc, or whatever a new_handler
+ * throws), and the unwinder cannot walk a frame of ours: no loader list
+ * names this code, so its FDEs are never found and the throw would end
+ * in std::terminate. So a call not sampled jumps to the real function
+ * (no frame of ours left), and a sampled one calls the nothrow form of
+ * the same operator, which catches inside its own frame; a null result
+ * from it then jumps to the throwing one, to throw from where the program
+ * expects. The nothrow form of each throwing operator (0: it is one):
+ */
+static __always_inline u32 nothrow_of(u32 e)
 {
-    int take = decide(HP_POSIX_MEMALIGN, n, CALLER_RET(), CALLER_SP());
-    return slow_posix_memalign(CALLER_RET(), CALLER_SP(), take, out, a, n);
+    switch (e) {
+    case HP_E__Znwm: return HP_E__ZnwmRKSt9nothrow_t;
+    case HP_E__Znam: return HP_E__ZnamRKSt9nothrow_t;
+    case HP_E__ZnwmSt11align_val_t: return HP_E__ZnwmSt11align_val_tRKSt9nothrow_t;
+    case HP_E__ZnamSt11align_val_t: return HP_E__ZnamSt11align_val_tRKSt9nothrow_t;
+    case HP_E_tc_new: return HP_E_tc_new_nothrow;
+    case HP_E_tc_newarray: return HP_E_tc_newarray_nothrow;
+    case HP_E_tc_new_aligned: return HP_E_tc_new_aligned_nothrow;
+    case HP_E_tc_newarray_aligned: return HP_E_tc_newarray_aligned_nothrow;
+    default: return 0;
+    }
 }
+
+/* Whether a throwing operator new's form takes an alignment (its nothrow
+ * form then wants the std::nothrow_t reference third, not second). */
+static __always_inline int aligned_new(u32 e)
+{
+    return e == HP_E__ZnwmSt11align_val_t || e == HP_E__ZnamSt11align_val_t ||
+           e == HP_E_tc_new_aligned || e == HP_E_tc_newarray_aligned;
+}
+
+/* A std::nothrow_t to refer to: an empty struct, only its address is passed. */
+static const char nothrow_tag;
+
+/* The call of an operator new whose countdown ran out: 0 if it must be
+ * made by the throwing form (not sampled after all, the nothrow one
+ * failed, or it is not bound). */
+static __attribute__((noinline)) u64 slow_new(u32 entry, u32 kind, u64 ret, u64 sp, u64 a, u64 b,
+                                              u64 c, u64 d)
+{
+    if (!countdown_expired(my_slot(), a))
+        return 0;
+    u32 nt = nothrow_of(entry);
+    u64 p;
+    if (!nt)
+        p = ORIG(entry)(a, b, c, d);
+    else if (!hp_sampler_config.orig[nt])
+        return 0;
+    else if (aligned_new(entry))
+        p = ORIG(nt)(a, b, (u64)&nothrow_tag, d);
+    else
+        p = ORIG(nt)(a, (u64)&nothrow_tag, c, d);
+    if (maybe_sampled(p))
+        reused(p);
+    sampled(p, a, kind, ret, sp);
+    return p;
+}
+#define WRAP_NEW(NAME, KIND)                                                             \
+    HIDDEN u64 hp_wrap_##NAME(u64 a, u64 b, u64 c, u64 d)                                \
+    {                                                                                    \
+        if (likely(!may_sample(KIND, a, CALLER_RET(), CALLER_SP())))                     \
+            return ORIG(HP_E_##NAME)(a, b, c, d);                                        \
+        u64 p = slow_new(HP_E_##NAME, KIND, CALLER_RET(), CALLER_SP(), a, b, c, d);      \
+        if (p)                                                                           \
+            return p;                                                                    \
+        return ORIG(HP_E_##NAME)(a, b, c, d);                                            \
+    }
+#define WRAP_HP_NEW(NAME) WRAP_NEW(NAME, HP_NEW)
+#define WRAP_HP_NEW_ARRAY(NAME) WRAP_NEW(NAME, HP_NEW_ARRAY)
+#define WRAP_HP_NEW_TARGET(NAME) WRAP_NEW(NAME, HP_NEW_TARGET)
 
 /* Frees: a sampled pointer is reported before the memory goes back, so
- * that another thread's next sample at that address is not taken out. */
-#define WRAP_FREE(NAME, ENTRY, PARAMS, ARGS)                                             \
-    typedef void (*NAME##_fn) PARAMS;                                                    \
-    HIDDEN void hp_wrap_##NAME PARAMS                                                    \
+ * that another thread's next sample at that address is not taken out.
+ * The call to the real function is a jump: no frame of ours stays. */
+#define WRAP_HP_FREE(NAME)                                                               \
+    HIDDEN u64 hp_wrap_##NAME(u64 a, u64 b, u64 c, u64 d)                                \
     {                                                                                    \
-        if (unlikely(maybe_sampled((u64)p)))                                             \
-            free_sampled((u64)p);                                                        \
-        ORIG(ENTRY, NAME##_fn) ARGS;                                                     \
+        if (unlikely(maybe_sampled(a)))                                                  \
+            free_sampled(a);                                                             \
+        return ORIG(HP_E_##NAME)(a, b, c, d);                                            \
     }
 
-WRAP_FREE(free, HP_E_FREE, (void *p), (p))
-WRAP_FREE(free_sized, HP_E_FREE_SIZED, (void *p, size_t n), (p, n))
-WRAP_FREE(free_aligned_sized, HP_E_FREE_ALIGNED_SIZED, (void *p, size_t a, size_t n), (p, a, n))
+/* dlopen and dlmopen are wrapped in report.S. */
+#define WRAP_HP_LOADER(NAME)
+
+/* One wrapper per row of alloc_entries.h, as its kind says. */
+#define WRAP_ROW(sym, kind, family) WRAP_##kind(sym)
+HP_ALLOC_ENTRIES(WRAP_ROW)

@@ -21,8 +21,18 @@
  * namespace's) is left alone. Every store is one atomic 8-byte exchange, so
  * a thread calling through a slot sees the old or the new pointer; the
  * slots in a module's RELRO pages are written with those pages made
- * writable for the stores only. The modules are walked inside dl_iterate_phdr, whose lock keeps a
- * concurrent dlopen or dlclose from changing them meanwhile.
+ * writable for the stores only.
+ *
+ * Which lock, and never waiting on it for long (loader_lock.c): the
+ * modules are walked under the dynamic linker's load lock, which every
+ * dlopen and dlclose holds while they change the list or unmap a module,
+ * and which glibc gives back free in a fork child. The walk goes down
+ * the list itself rather than through dl_iterate_phdr: that takes
+ * another lock, the list's write lock, which a fork child inherits held
+ * by a thread it does not have (a parent thread inside dl_iterate_phdr at
+ * the fork, or our own walk), and waiting on it hangs the child for ever.
+ * Where the load lock is unknown (not glibc), the walk goes through
+ * dl_iterate_phdr as before.
  */
 #include <elf.h>
 
@@ -37,53 +47,53 @@ extern struct hp_sampler_config hp_sampler_config HIDDEN;
 extern struct hp_fork_page hp_fork_page HIDDEN;
 HIDDEN struct hp_install_status hp_install_status;
 
-/* The wrappers (sampler.c, report.S), by address only. */
-extern char hp_wrap_malloc[] HIDDEN, hp_wrap_calloc[] HIDDEN, hp_wrap_realloc[] HIDDEN,
-    hp_wrap_reallocarray[] HIDDEN, hp_wrap_posix_memalign[] HIDDEN,
-    hp_wrap_aligned_alloc[] HIDDEN, hp_wrap_memalign[] HIDDEN, hp_wrap_valloc[] HIDDEN,
-    hp_wrap_pvalloc[] HIDDEN, hp_wrap_free[] HIDDEN, hp_wrap_free_sized[] HIDDEN,
-    hp_wrap_free_aligned_sized[] HIDDEN, hp_wrap_dlopen[] HIDDEN, hp_wrap_dlmopen[] HIDDEN;
+/* loader_lock.c */
+int hp_loader_lock_known(void) HIDDEN;
+int hp_loader_lock(void) HIDDEN;
+void hp_loader_unlock(void) HIDDEN;
 
-/* The names, as a fixed array: a table of pointers would need dynamic
- * relocations, which nobody applies to the injected object. */
+/* The wrappers (sampler.c, report.S), by address only: one per row of
+ * alloc_entries.h. */
+#define EXTERN_ROW(sym, kind, family) extern char hp_wrap_##sym[] HIDDEN;
+HP_ALLOC_ENTRIES(EXTERN_ROW)
+#undef EXTERN_ROW
+
 /* report.S reaches these by offset. */
-_Static_assert(__builtin_offsetof(struct hp_sampler_config, orig[HP_E_DLOPEN]) == 416, "report.S");
-_Static_assert(__builtin_offsetof(struct hp_sampler_config, orig[HP_E_DLMOPEN]) == 424, "report.S");
+_Static_assert(__builtin_offsetof(struct hp_sampler_config, orig[HP_E_dlopen]) == 1088, "report.S");
+_Static_assert(__builtin_offsetof(struct hp_sampler_config, orig[HP_E_dlmopen]) == 1096, "report.S");
 _Static_assert(HP_REMOTE_DONE_SYSCALL == 39, "report.S");
 _Static_assert(__builtin_offsetof(struct hp_install_status, done) == 32, "report.S");
 
-static const char entry_names[HP_ENTRY_COUNT][20] = {
-    "malloc",  "calloc", "realloc", "reallocarray", "posix_memalign",     "aligned_alloc",
-    "memalign", "valloc", "pvalloc", "free",        "free_sized",         "free_aligned_sized",
-    "dlopen",  "dlmopen",
-};
+/* The names, as a fixed array: a table of pointers would need dynamic
+ * relocations, which nobody applies to the injected object. */
+#define ENTRY_NAME_MAX 40
+#define NAME_ROW(sym, kind, family) #sym,
+static const char entry_names[HP_ENTRY_COUNT][ENTRY_NAME_MAX] = {HP_ALLOC_ENTRIES(NAME_ROW)};
+#undef NAME_ROW
+#define NAME_FITS(sym, kind, family) \
+    _Static_assert(sizeof(#sym) <= ENTRY_NAME_MAX, "entry name too long: " #sym);
+HP_ALLOC_ENTRIES(NAME_FITS)
+#undef NAME_FITS
 
 /* A switch, not an array of addresses, for the same reason. */
 static u64 wrapper_of(u32 e)
 {
     switch (e) {
-    case HP_E_MALLOC: return (u64)hp_wrap_malloc;
-    case HP_E_CALLOC: return (u64)hp_wrap_calloc;
-    case HP_E_REALLOC: return (u64)hp_wrap_realloc;
-    case HP_E_REALLOCARRAY: return (u64)hp_wrap_reallocarray;
-    case HP_E_POSIX_MEMALIGN: return (u64)hp_wrap_posix_memalign;
-    case HP_E_ALIGNED_ALLOC: return (u64)hp_wrap_aligned_alloc;
-    case HP_E_MEMALIGN: return (u64)hp_wrap_memalign;
-    case HP_E_VALLOC: return (u64)hp_wrap_valloc;
-    case HP_E_PVALLOC: return (u64)hp_wrap_pvalloc;
-    case HP_E_FREE: return (u64)hp_wrap_free;
-    case HP_E_FREE_SIZED: return (u64)hp_wrap_free_sized;
-    case HP_E_FREE_ALIGNED_SIZED: return (u64)hp_wrap_free_aligned_sized;
-    case HP_E_DLOPEN: return (u64)hp_wrap_dlopen;
-    case HP_E_DLMOPEN: return (u64)hp_wrap_dlmopen;
-    default: return 0;
+#define WRAPPER_ROW(sym, kind, family) \
+    case HP_E_##sym:                   \
+        return (u64)hp_wrap_##sym;
+        HP_ALLOC_ENTRIES(WRAPPER_ROW)
+#undef WRAPPER_ROW
+    default:
+        return 0;
     }
 }
 
 /* The value each slot held before we took it, so that a detach puts back
  * exactly that (a lazy slot its PLT stub). Open addressing by slot
  * address; a slot that finds the table full is restored to orig, which
- * binds the same function. Written only under the loader's lock. */
+ * binds the same function. Written only under the loader's load lock (or inside
+ * dl_iterate_phdr where that lock is unknown). */
 #define SAVED_SLOTS 4096
 static struct {
     u64 slot, old;
@@ -159,11 +169,13 @@ typedef int (*iterate_fn)(phdr_callback cb, void *data);
 /* Bounds on what the walk trusts of the loader's lists. */
 #define MAX_MODULES 65536
 #define MAX_DYNAMIC 1024
+#define MAX_PHDRS 256
 
 /* One walk's operation and its tallies. */
 struct walk {
     int op; /* HP_REMOTE_INSTALL or HP_REMOTE_UNINSTALL */
-    u32 modules, changed, taken, skipped, failed;
+    u32 modules, changed, taken, skipped, failed, unread;
+    u32 taken_by[HP_ENTRY_COUNT]; /* of taken, each entry's */
 };
 
 /* Whether `dyn` is the dynamic section of a module in the base namespace. */
@@ -285,6 +297,7 @@ static void one_slot(struct walk *w, struct module *m, const Elf64_Rela *r, u64 
     }
     if (v == wrap) {
         w->taken++;
+        w->taken_by[e]++;
         return;
     }
     int bound_here = v == orig && (type != R_X86_64_64 || r->r_addend == 0);
@@ -297,6 +310,7 @@ static void one_slot(struct walk *w, struct module *m, const Elf64_Rela *r, u64 
         save_old(slot, v);
         w->changed++;
         w->taken++;
+        w->taken_by[e]++;
     } else {
         w->failed++;
     }
@@ -318,11 +332,12 @@ static u64 dyn_ptr(u64 base, u64 v)
     return v < base ? v + base : v;
 }
 
-static int each_module(struct phdr_info *info, size_t size, void *data)
+/* Takes or gives back the slots of the module at `base` whose program
+ * headers are `phdr`; `listed` says it is known to be in the base
+ * namespace already. */
+static void one_module(struct walk *w, u64 base, const Elf64_Phdr *phdr, u32 phnum, int listed)
 {
-    struct walk *w = data;
-    (void)size;
-    struct module m = {.base = info->addr, .phdr = info->phdr, .phnum = info->phnum};
+    struct module m = {.base = base, .phdr = phdr, .phnum = phnum};
     const Elf64_Dyn *dyn = 0;
     for (u32 i = 0; i < m.phnum; i++) {
         const Elf64_Phdr *p = &m.phdr[i];
@@ -333,8 +348,8 @@ static int each_module(struct phdr_info *info, size_t size, void *data)
             m.relro_hi = (m.base + p->p_vaddr + p->p_memsz) & ~4095ULL;
         }
     }
-    if (!dyn || !in_base_namespace(dyn))
-        return 0;
+    if (!dyn || (!listed && !in_base_namespace(dyn)))
+        return;
     w->modules++;
     u64 jmprel = 0, jmprelsz = 0, rela = 0, relasz = 0;
     for (u32 i = 0; i < MAX_DYNAMIC && dyn[i].d_tag != DT_NULL; i++) {
@@ -351,23 +366,93 @@ static int each_module(struct phdr_info *info, size_t size, void *data)
         }
     }
     if (!m.symtab || !m.strtab)
-        return 0;
+        return;
     relocations(w, &m, jmprel, jmprelsz, 1);
     relocations(w, &m, rela, relasz, 0);
     close_relro(&m);
+}
+
+static int each_module(struct phdr_info *info, size_t size, void *data)
+{
+    (void)size;
+    one_module(data, info->addr, info->phdr, info->phnum, 0);
     return 0;
 }
 
-/* Walks the modules for `op`; the slots changed, or -errno. */
+/* The program headers of the listed module `m`, or 0. The executable's
+ * are the kernel's AT_PHDR; any other module's are found through its ELF
+ * header at its load address (the first PT_LOAD of a shared object maps
+ * it from offset 0), and are believed only if their PT_DYNAMIC is the
+ * dynamic section the list names. */
+static const Elf64_Phdr *phdrs_of(const struct link_map_abi *m, int first, u32 *phnum)
+{
+    const Elf64_Phdr *ph;
+    u32 n;
+    if (first && hp_sampler_config.exe_phdr) {
+        ph = (const Elf64_Phdr *)hp_sampler_config.exe_phdr;
+        n = (u32)hp_sampler_config.exe_phnum;
+    } else {
+        const Elf64_Ehdr *eh = (const Elf64_Ehdr *)m->l_addr;
+        if (!m->l_addr || eh->e_ident[0] != 0x7f || eh->e_ident[1] != 'E' ||
+            eh->e_ident[2] != 'L' || eh->e_ident[3] != 'F' ||
+            eh->e_phentsize != sizeof(Elf64_Phdr))
+            return 0;
+        ph = (const Elf64_Phdr *)(m->l_addr + eh->e_phoff);
+        n = eh->e_phnum;
+    }
+    if (n == 0 || n > MAX_PHDRS)
+        return 0;
+    for (u32 i = 0; i < n; i++)
+        if (ph[i].p_type == PT_DYNAMIC && m->l_addr + ph[i].p_vaddr == (u64)m->l_ld) {
+            *phnum = n;
+            return ph;
+        }
+    return 0;
+}
+
+/* Walks the base namespace's list itself, under the load lock. */
+static void walk_list(struct walk *w, const struct r_debug_abi *r)
+{
+    const struct link_map_abi *m = r->r_map;
+    for (u32 n = 0; m && n < MAX_MODULES; m = m->l_next, n++) {
+        u32 phnum = 0;
+        const Elf64_Phdr *ph = phdrs_of(m, n == 0, &phnum);
+        if (ph)
+            one_module(w, m->l_addr, ph, phnum, 1);
+        else if (m->l_ld)
+            w->unread++;
+    }
+}
+
+/* Walks the modules for `op`; the slots changed, or -errno: -EAGAIN while
+ * the list is being changed, -EBUSY or -EOWNERDEAD where the load lock
+ * could not be had (loader_lock.c). */
 static long walk_modules(int op, struct walk *w)
 {
     const struct r_debug_abi *r = (const struct r_debug_abi *)hp_sampler_config.r_debug;
     iterate_fn iterate = (iterate_fn)hp_sampler_config.dl_iterate_phdr;
-    if (hp_sampler_config.magic != HP_SAMPLER_MAGIC || !iterate || !r)
+    if (hp_sampler_config.magic != HP_SAMPLER_MAGIC || !r ||
+        (!iterate && !hp_loader_lock_known()))
         return -22; /* EINVAL: not configured */
     w->op = op;
-    iterate(each_module, w);
-    return w->changed;
+    if (!hp_loader_lock_known()) {
+        if (__atomic_load_n(&r->r_state, __ATOMIC_ACQUIRE) != 0)
+            return -11; /* EAGAIN */
+        iterate(each_module, w);
+        return w->changed;
+    }
+    int e = hp_loader_lock();
+    if (e)
+        return e;
+    /* Under the lock the list changes only where this very thread was
+     * stopped inside the loader (the lock is recursive): r_state says so. */
+    long result = -11; /* EAGAIN */
+    if (__atomic_load_n(&r->r_state, __ATOMIC_ACQUIRE) == 0) {
+        walk_list(w, r);
+        result = w->changed;
+    }
+    hp_loader_unlock();
+    return result;
 }
 
 static void report(long result, const struct walk *w)
@@ -377,20 +462,21 @@ static void report(long result, const struct walk *w)
     hp_install_status.slots_taken = w->taken;
     hp_install_status.slots_skipped = w->skipped;
     hp_install_status.slots_failed = w->failed;
+    hp_install_status.modules_unread = w->unread;
+    for (u32 e = 0; e < HP_ENTRY_COUNT; e++)
+        hp_install_status.taken_by_entry[e] = w->taken_by[e];
 }
 
 /* The daemon's remote call (report.S: hp_remote_call). A module list in
  * the middle of a change (the stopped thread was inside the loader) is
- * not walked: -EAGAIN, and the daemon tries again. */
+ * not walked: -EAGAIN, and the daemon tries again. A load lock that
+ * cannot be had is an error the daemon falls back on, with its reason. */
 HIDDEN void hp_remote_dispatch(long op)
 {
     struct walk w = {0};
-    const struct r_debug_abi *r = (const struct r_debug_abi *)hp_sampler_config.r_debug;
     long result;
     if (op != HP_REMOTE_INSTALL && op != HP_REMOTE_UNINSTALL)
         result = -22;
-    else if (r && __atomic_load_n(&r->r_state, __ATOMIC_ACQUIRE) != 0)
-        result = -11; /* EAGAIN */
     else
         result = walk_modules((int)op, &w);
     /* The flag of the optimized report function is wiped in a forked
@@ -415,6 +501,8 @@ HIDDEN void hp_after_dlopen(u64 handle)
     struct walk w = {0};
     if (walk_modules(HP_REMOTE_INSTALL, &w) >= 0)
         __atomic_fetch_add(&hp_install_status.dlopens, 1, __ATOMIC_RELAXED);
+    else
+        __atomic_fetch_add(&hp_install_status.dlopen_untaken, 1, __ATOMIC_RELAXED);
 }
 
 /*

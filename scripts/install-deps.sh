@@ -10,10 +10,12 @@
 # for CPack's dpkg-shlibdeps, lintian, man-db, python3-yaml and
 # python3-kubernetes for the DaemonSet's checks, run by Debian's
 # /usr/bin/python3; node, OpenJDK, musl and busybox-static for
-# test_runtimes.py), and the npm packages of web/package-lock.json (pinned,
-# with integrity hashes) into web/node_modules: playwright-core and
-# pprof-format for those tests. The daemon's build needs no npm: the viewer
-# it serves is vendored in third_party/.
+# test_runtimes.py; qemu-system-x86 for tests/kernels/, which boots
+# Debian's 6.1 and 6.12 kernels, fetched there with apt-get download), and
+# the npm packages of web/package-lock.json (pinned, with integrity hashes)
+# into web/node_modules: playwright-core and pprof-format for those tests.
+# The daemon's build needs no npm: the viewer it serves is vendored in
+# third_party/.
 # Safe to run again: apt skips what is already there.
 set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
@@ -25,7 +27,7 @@ apt-get install -y -qq --no-install-recommends -o DPkg::Lock::Timeout=600 \
     libbpf-dev libelf-dev libdw-dev libdebuginfod-dev libmicrohttpd-dev zlib1g-dev \
     debuginfod dwz \
     golang-go python3 curl gdb binutils libjemalloc2 libtcmalloc-minimal4 libmimalloc2.0 \
-    ca-certificates \
+    ca-certificates linux-perf \
     systemd \
     passwd util-linux \
     libiberty-dev xz-utils golang-github-google-pprof-dev \
@@ -34,6 +36,7 @@ apt-get install -y -qq --no-install-recommends -o DPkg::Lock::Timeout=600 \
     libclang-rt-14-dev llvm \
     chromium prometheus \
     help2man dpkg-dev file lintian man-db python3-yaml python3-kubernetes \
+    qemu-system-x86 \
     >/dev/null # libclang-rt-14-dev, llvm: libFuzzer and ASan for clang; llvm-symbolizer
 # Node.js and npm: Debian's, unless a node is installed already (the image
 # may carry a newer one whose package conflicts with Debian's npm).

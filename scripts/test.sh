@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # test.sh - installs what is missing, builds everything, and runs every test,
-# in three build trees:
+# in four build trees:
 #   build       the normal build: unit tests, every integration test against
 #               the real kernel (each probe layout and sampler variant), the
 #               package's tests, the benchmark's smoke run;
@@ -10,18 +10,23 @@
 #               (HEAPPROF_SANITIZED_TESTS) with the daemon itself sanitized,
 #               leaks checked at exit;
 #   build-fuzz  clang with libFuzzer (HEAPPROF_FUZZ=ON): a bounded smoke run
-#               of each fuzz target over its seed corpus (ctest -R fuzz).
+#               of each fuzz target over its seed corpus (ctest -R fuzz);
+#   build-tsan  the daemon and the unit tests under ThreadSanitizer
+#               (HEAPPROF_TSAN=ON): every unit test, and the integration
+#               tests chosen in tests/integration/CMakeLists.txt
+#               (HEAPPROF_TSAN_TESTS), which fail on a race or a lock-order
+#               inversion the daemon reports.
 # Every tree is configured, built and tested even if an earlier one failed at
 # any of those steps; the exit status says whether all passed, and the last
 # line names each tree and step that failed. A failed configure prints its
 # whole output. ctest runs with --no-tests=error: a tree whose tests vanished
 # (a filter that matches nothing, a CMakeLists that adds none) fails.
 # The normal tree is built first; while its tests run (two per core: most of
-# their time is spent waiting on processes and the kernel), build-asan and
-# build-fuzz are built and tested in the background, their output printed
-# once they are done. Then the tests labelled serial (RUN_SERIAL: they time
-# something) run alone. At the end: the ten slowest tests of all trees, and
-# the total time.
+# their time is spent waiting on processes and the kernel), build-asan,
+# build-fuzz and build-tsan are built and tested in the background, their
+# output printed once they are done. Then the tests labelled serial
+# (RUN_SERIAL: they time something) run alone. At the end: the ten slowest
+# tests of all trees, and the total time.
 # Time from a fresh clone on 2 cores shared with other work, dependencies
 # installed (npm ci and three builds included): 7m53s (1-minute load 2-12,
 # median 7); 8m46s at load 3-26 (median 15) with integration.inprocess
@@ -41,6 +46,10 @@ start=$SECONDS
 # exits on SIGTERM; a report on its stderr fails the test (heapprof_harness.py).
 export ASAN_OPTIONS="detect_leaks=1:abort_on_error=0"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
+# build-tsan's: a second stack for each lock-order inversion. A report makes
+# a unit test exit non-zero (TSan's exitcode) and fails an integration test
+# (the harness reads the daemon's stderr).
+export TSAN_OPTIONS="second_deadlock_stack=1"
 
 # build_tree TREE TARGET CMAKE-ARGS...: configures TREE with CMAKE-ARGS and
 # builds TARGET ("" for all). A failed step is added to `failed` (and to
@@ -87,9 +96,9 @@ note_failed() {
 
 # The normal tree's tests that may run beside others (all but those labelled
 # serial, which time something) take most of the time, mostly waiting on
-# processes and the kernel: build-asan and build-fuzz are built and tested
-# meanwhile, in the background, their output kept for after. Then the
-# serial tests run alone. Tests run two per core.
+# processes and the kernel: build-asan, build-fuzz and build-tsan are built
+# and tested meanwhile, in the background, their output kept for after.
+# Then the serial tests run alone. Tests run two per core.
 echo "=== build: normal build"
 # build-asan runs the unit tests sanitized: no _asan copies here.
 build_ok=0
@@ -105,14 +114,25 @@ others_log=$(mktemp)
         test_tree build-fuzz all -j"$jobs" -R '^fuzz\.'
 ) >"$others_log" 2>&1 &
 others=$!
+# build-tsan beside them rather than after: most of its time (383 s alone
+# from a fresh tree at load 10-20, 115 s of it CPU) is its tests waiting on
+# processes and the kernel.
+tsan_log=$(mktemp)
+(
+    echo "=== build-tsan: daemon and tests under ThreadSanitizer, unit and some integration tests"
+    build_tree build-tsan "" -DHEAPPROF_TSAN=ON &&
+        test_tree build-tsan all -j"$jobs" -R '^(unit|integration)\.'
+) >"$tsan_log" 2>&1 &
+tsan=$!
 
 if ((build_ok)); then
-    echo "=== build: all tests but the serial ones (build-asan and build-fuzz meanwhile)"
+    echo "=== build: all tests but the serial ones (build-asan, build-fuzz, build-tsan meanwhile)"
     test_tree build parallel -j"$((2 * jobs))" -LE serial
 fi
 wait "$others" || true
-cat "$others_log"
-rm -f "$others_log"
+wait "$tsan" || true
+cat "$others_log" "$tsan_log"
+rm -f "$others_log" "$tsan_log"
 if ((build_ok)); then
     echo "=== build: the serial tests, alone"
     # -FS: the .deb that package.install needs was made in the run above.
@@ -144,11 +164,11 @@ PY
 }
 
 echo "=== the ten slowest tests"
-slowest_tests 10 build build-asan build-fuzz || true
+slowest_tests 10 build build-asan build-fuzz build-tsan || true
 elapsed=$((SECONDS - start))
 echo "=== total: $((elapsed / 60))m$((elapsed % 60))s"
 if ((${#failed[@]})); then
     echo "FAILED in: ${failed[*]}"
     exit 1
 fi
-echo "all tests passed in build, build-asan and build-fuzz"
+echo "all tests passed in build, build-asan, build-fuzz and build-tsan"

@@ -57,6 +57,12 @@
         ' of CPU added since attach' +
         (t.forks_unprofiled ? '; ' + t.forks_unprofiled + ' children not profiled (--max-targets)' : '');
     } },
+    { title: 'sampler', cell: (t, td) => {
+      const families = t.interposed || [];
+      td.textContent = t.sampler + (families.length ? ': ' + families.join(', ') : '');
+      td.title = (t.sampler_note ? 'not inprocess: ' + t.sampler_note + '. ' : '') +
+        'Allocator entries its calls reach the sampler by: ' + (families.join(', ') || 'none');
+    } },
     { title: 'allocator', name: true, cell: (t, td) => { td.textContent = t.allocator; } },
   ];
 

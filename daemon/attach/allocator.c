@@ -260,6 +260,8 @@ static int plan_entry_points(pid_t pid, const struct proc_maps *maps, struct can
                 continue;
             if (elf_file_machine(c->ef) != EM_X86_64)
                 return -EXDEV;
+            if (allocator_runtime_calls(&allocator_names[k], c->lo->path))
+                break; /* counted at its malloc, with its frame dropped */
             bind(maps, c, allocator_names[k].name, &sym, plan);
             if (i == 0 && allocator_names[k].kind == HP_MALLOC)
                 plan->malloc_in_executable = 1;

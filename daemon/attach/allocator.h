@@ -43,7 +43,8 @@ struct allocator_binding {
 
 /* The dynamic linker's functions the in-process sampler needs. */
 #define ALLOCATOR_LOADER_NAMES {"dlopen", "dlmopen", "dl_iterate_phdr"}
-#define ALLOCATOR_MAX_BINDINGS 24
+/* Every row of alloc_entries.h, and the loader functions. */
+#define ALLOCATOR_MAX_BINDINGS (HP_ENTRY_COUNT + 3)
 
 /* Everything to probe in one process. */
 struct allocator_plan {

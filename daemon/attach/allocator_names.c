@@ -5,48 +5,44 @@
 
 #include <string.h>
 
+/* The loader's rows of alloc_entries.h are the in-process sampler's only:
+ * dlopen is neither probed nor the allocator's frame. */
+#define ENTRY_ROW(sym, kind, family) \
+    {#sym, (kind) == HP_LOADER ? ALLOCATOR_LOADER : ALLOCATOR_ENTRY, (kind), (family)},
+
 const struct allocator_name allocator_names[] = {
-    /* Aliases at one address (glibc's memalign and aligned_alloc) are probed once. */
-    {"malloc", ALLOCATOR_ENTRY, HP_MALLOC},
-    {"calloc", ALLOCATOR_ENTRY, HP_CALLOC},
-    {"realloc", ALLOCATOR_ENTRY, HP_REALLOC},
-    {"reallocarray", ALLOCATOR_ENTRY, HP_REALLOCARRAY},
-    {"posix_memalign", ALLOCATOR_ENTRY, HP_POSIX_MEMALIGN},
-    {"aligned_alloc", ALLOCATOR_ENTRY, HP_ALIGNED_ALLOC},
-    {"memalign", ALLOCATOR_ENTRY, HP_ALIGNED_ALLOC},
-    {"valloc", ALLOCATOR_ENTRY, HP_VALLOC},
-    {"pvalloc", ALLOCATOR_ENTRY, HP_VALLOC},
-    {"free", ALLOCATOR_ENTRY, HP_FREE},
-    {"free_sized", ALLOCATOR_ENTRY, HP_FREE},
-    {"free_aligned_sized", ALLOCATOR_ENTRY, HP_FREE},
-    {"__libc_malloc", ALLOCATOR_INTERNAL, 0},
-    {"__libc_calloc", ALLOCATOR_INTERNAL, 0},
-    {"__libc_realloc", ALLOCATOR_INTERNAL, 0},
-    {"__libc_reallocarray", ALLOCATOR_INTERNAL, 0},
-    {"__libc_memalign", ALLOCATOR_INTERNAL, 0},
-    {"__libc_valloc", ALLOCATOR_INTERNAL, 0},
-    {"__libc_pvalloc", ALLOCATOR_INTERNAL, 0},
-    {"__posix_memalign", ALLOCATOR_INTERNAL, 0},
-    {"operator new", ALLOCATOR_SHIM, 0},
-    {"operator new[]", ALLOCATOR_SHIM, 0},
+    /* Every entry of alloc_entries.h, in its order. Aliases at one address
+     * (glibc's memalign and aligned_alloc, tcmalloc's free and tc_free)
+     * are probed once. */
+    HP_ALLOC_ENTRIES(ENTRY_ROW)
+    {"__libc_malloc", ALLOCATOR_INTERNAL, 0, 0},
+    {"__libc_calloc", ALLOCATOR_INTERNAL, 0, 0},
+    {"__libc_realloc", ALLOCATOR_INTERNAL, 0, 0},
+    {"__libc_reallocarray", ALLOCATOR_INTERNAL, 0, 0},
+    {"__libc_memalign", ALLOCATOR_INTERNAL, 0, 0},
+    {"__libc_valloc", ALLOCATOR_INTERNAL, 0, 0},
+    {"__libc_pvalloc", ALLOCATOR_INTERNAL, 0, 0},
+    {"__posix_memalign", ALLOCATOR_INTERNAL, 0, 0},
+    {"operator new", ALLOCATOR_SHIM, 0, 0},
+    {"operator new[]", ALLOCATOR_SHIM, 0, 0},
     /* Rust's global allocator: __rust_* call __rg_* (a #[global_allocator])
      * or __rdl_* (the default, the system allocator). */
-    {"__rust_alloc", ALLOCATOR_SHIM, 0},
-    {"__rust_alloc_zeroed", ALLOCATOR_SHIM, 0},
-    {"__rust_realloc", ALLOCATOR_SHIM, 0},
-    {"__rg_alloc", ALLOCATOR_SHIM, 0},
-    {"__rg_alloc_zeroed", ALLOCATOR_SHIM, 0},
-    {"__rg_realloc", ALLOCATOR_SHIM, 0},
-    {"__rdl_alloc", ALLOCATOR_SHIM, 0},
-    {"__rdl_alloc_zeroed", ALLOCATOR_SHIM, 0},
-    {"__rdl_realloc", ALLOCATOR_SHIM, 0},
+    {"__rust_alloc", ALLOCATOR_SHIM, 0, 0},
+    {"__rust_alloc_zeroed", ALLOCATOR_SHIM, 0, 0},
+    {"__rust_realloc", ALLOCATOR_SHIM, 0, 0},
+    {"__rg_alloc", ALLOCATOR_SHIM, 0, 0},
+    {"__rg_alloc_zeroed", ALLOCATOR_SHIM, 0, 0},
+    {"__rg_realloc", ALLOCATOR_SHIM, 0, 0},
+    {"__rdl_alloc", ALLOCATOR_SHIM, 0, 0},
+    {"__rdl_alloc_zeroed", ALLOCATOR_SHIM, 0, 0},
+    {"__rdl_realloc", ALLOCATOR_SHIM, 0, 0},
     /* operator new and new[] in all their forms, where a name stayed
      * mangled: _Znwm, _Znam, _ZnwmRKSt9nothrow_t, _ZnwmSt11align_val_t, and
      * the 32-bit _Znwj, _Znaj. */
-    {"_Znwm", ALLOCATOR_MANGLED, 0},
-    {"_Znam", ALLOCATOR_MANGLED, 0},
-    {"_Znwj", ALLOCATOR_MANGLED, 0},
-    {"_Znaj", ALLOCATOR_MANGLED, 0},
+    {"_Znwm", ALLOCATOR_MANGLED, 0, 0},
+    {"_Znam", ALLOCATOR_MANGLED, 0, 0},
+    {"_Znwj", ALLOCATOR_MANGLED, 0, 0},
+    {"_Znaj", ALLOCATOR_MANGLED, 0, 0},
 };
 const size_t allocator_names_count = sizeof(allocator_names) / sizeof(allocator_names[0]);
 
@@ -67,6 +63,8 @@ bool allocator_is_allocator_name(const char *system_name, const char *display_na
     const char *last = last_component(display_name);
     for (size_t i = 0; i < allocator_names_count; i++) {
         const struct allocator_name *n = &allocator_names[i];
+        if (n->role == ALLOCATOR_LOADER)
+            continue;
         if (n->role == ALLOCATOR_MANGLED ? strncmp(plain, n->name, strlen(n->name)) == 0
                                          : strcmp(plain, n->name) == 0)
             return true;
@@ -74,4 +72,13 @@ bool allocator_is_allocator_name(const char *system_name, const char *display_na
             return true;
     }
     return false;
+}
+
+bool allocator_runtime_calls(const struct allocator_name *n, const char *object_path)
+{
+    if (n->role != ALLOCATOR_ENTRY || n->family != HP_FAMILY_CXX)
+        return false;
+    const char *base = strrchr(object_path, '/');
+    base = base ? base + 1 : object_path;
+    return strncmp(base, "libstdc++.so", 12) == 0 || strncmp(base, "libc++.so", 9) == 0;
 }

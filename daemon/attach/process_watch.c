@@ -22,6 +22,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include "clock.h"
 #include "process_events.h"
@@ -269,11 +271,19 @@ static void *attacher_main(void *arg)
     return NULL;
 }
 
+/* The reaper's nice value, above the requests' 0. */
+#define REAPER_NICE 10
+
 /* The reaper: exits as they come, and each second exited, exec'd and idle
  * targets. */
 static void *reaper_main(void *arg)
 {
     struct process_watch *w = arg;
+    /* Letting go is background work: the kept profiles of a burst of
+     * exits take seconds of CPU, and scrapes of the live targets must not
+     * wait for them. Nice is per thread on Linux, and the release pool's
+     * threads inherit it. */
+    setpriority(PRIO_PROCESS, (id_t)gettid(), REAPER_NICE);
     pid_t exits[EXITS_MAX];
     uint64_t next_tick = monotonic_ns() + SCAN_INTERVAL_NS;
     pthread_mutex_lock(&w->lock);
@@ -287,8 +297,9 @@ static void *reaper_main(void *arg)
         memcpy(exits, w->exits, n * sizeof(exits[0]));
         w->nexits = 0;
         pthread_mutex_unlock(&w->lock);
-        for (size_t i = 0; i < n; i++)
-            targets_exited(w->targets, exits[i]);
+        /* A burst of exits is let go of in one batch: one pass over the maps. */
+        if (n)
+            targets_exited_many(w->targets, exits, n);
         uint64_t now = monotonic_ns();
         if (now >= next_tick) {
             targets_reap(w->targets);

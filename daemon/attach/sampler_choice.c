@@ -11,6 +11,7 @@
 
 #include <bpf/libbpf.h>
 
+#include "entry_families.h"
 #include "free_ring.h"
 #include "proc_info.h"
 #include "report_opt.h"
@@ -161,18 +162,15 @@ void inprocess_shared_close(struct inprocess_shared *sh)
     sampler_file_close(&sh->file);
 }
 
+/* The names of the sampler's entries (hp_sampler.h), as the allocator's
+ * bindings and the families know them. */
+#define NAME_ROW(sym, kind, family) #sym,
+static const char *const entry_names[HP_ENTRY_COUNT] = {HP_ALLOC_ENTRIES(NAME_ROW)};
+#undef NAME_ROW
+
 int inprocess_plan(const struct allocator_plan *plan, struct inject_plan *out, char *err,
                    size_t errlen)
 {
-    static const char *const entry_names[HP_ENTRY_COUNT] = {
-        [HP_E_MALLOC] = "malloc",       [HP_E_CALLOC] = "calloc",
-        [HP_E_REALLOC] = "realloc",     [HP_E_REALLOCARRAY] = "reallocarray",
-        [HP_E_POSIX_MEMALIGN] = "posix_memalign", [HP_E_ALIGNED_ALLOC] = "aligned_alloc",
-        [HP_E_MEMALIGN] = "memalign",   [HP_E_VALLOC] = "valloc",
-        [HP_E_PVALLOC] = "pvalloc",     [HP_E_FREE] = "free",
-        [HP_E_FREE_SIZED] = "free_sized", [HP_E_FREE_ALIGNED_SIZED] = "free_aligned_sized",
-        [HP_E_DLOPEN] = "dlopen",       [HP_E_DLMOPEN] = "dlmopen",
-    };
     memset(out, 0, sizeof(*out));
     if (plan->malloc_in_executable) {
         snprintf(err, errlen, "its allocator is linked into the executable, whose own calls go "
@@ -188,7 +186,7 @@ int inprocess_plan(const struct allocator_plan *plan, struct inject_plan *out, c
     }
     out->dl_iterate_phdr = allocator_bound(plan, "dl_iterate_phdr");
     out->r_debug = plan->r_debug;
-    if (!out->orig[HP_E_DLOPEN] && !out->orig[HP_E_DLMOPEN]) {
+    if (!out->orig[HP_E_dlopen] && !out->orig[HP_E_dlmopen]) {
         snprintf(err, errlen, "no dlopen to follow the modules loaded later with");
         return -ENOENT;
     }
@@ -216,11 +214,22 @@ int inprocess_attach(struct bpf_state *bpf, pid_t pid, const struct process_iden
     if (e) {
         bpf_state_set_reporting(bpf, (uint32_t)pid, false);
         release_links(&it->own);
-    } else if (report_opt_enable(pid, it->inj.base, it->inj.status.wipeonfork) < 0) {
-        fprintf(stderr, "heapprofd: pid %d: the optimized report function could not be "
-                "enabled; the plain one is used\n", (int)pid);
+    } else {
+        /* A failure is logged once per cause, and counted, there. */
+        report_opt_enable(pid, it->inj.base, it->inj.status.wipeonfork);
     }
     return e;
+}
+
+uint32_t inprocess_families(const struct inprocess_target *it)
+{
+    uint32_t mask = 0;
+    for (int e = 0; e < HP_ENTRY_COUNT; e++) {
+        int f = entry_family_of(entry_names[e]);
+        if (f >= 0 && it->inj.status.taken_by_entry[e])
+            mask |= 1u << f;
+    }
+    return mask;
 }
 
 uint64_t inprocess_detach(struct inprocess_target *it)

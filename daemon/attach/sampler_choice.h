@@ -92,6 +92,10 @@ int inprocess_attach(struct bpf_state *bpf, pid_t pid, const struct process_iden
                      const struct allocator_plan *plan, const struct inprocess_shared *shared,
                      bool fork_child, struct inprocess_target *it, char *err, size_t errlen);
 
+/* The entry families (entry_families.h, a mask) whose slots the installer
+ * took in the process at its attach. */
+uint32_t inprocess_families(const struct inprocess_target *it);
+
 /* Points the process's slots back, removes the report probes and closes
  * what `it` holds. Returns how long a thread was stopped for it, in ns. */
 uint64_t inprocess_detach(struct inprocess_target *it);

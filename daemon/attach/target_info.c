@@ -46,6 +46,7 @@ void target_info_copy(const struct targets *t, const struct target *tg, struct t
     memcpy(out->allocator, tg->allocator, sizeof(out->allocator));
     out->nfuncs = tg->nfuncs;
     out->emulated = tg->emulated;
+    out->families = tg->families;
     out->attached_ns = tg->attached_ns;
     out->sampler = sampler_name(tg->inproc ? SAMPLER_INPROCESS : SAMPLER_UPROBE);
     memcpy(out->sampler_note, tg->sampler_note, sizeof(out->sampler_note));
@@ -127,5 +128,5 @@ void targets_read_counters(struct targets *t, struct targets_counters *counters,
     *cost = t->cost;
     targets_unlock(t);
     counters->last_restore_stop_ns =
-        __atomic_load_n(&t->counters.last_restore_stop_ns, __ATOMIC_RELAXED);
+        __atomic_load_n(&t->last_restore_stop_ns, __ATOMIC_RELAXED);
 }

@@ -26,6 +26,8 @@ struct target_info {
     char allocator[256];   /* the object whose malloc is probed */
     size_t nfuncs;         /* allocator functions probed */
     size_t emulated;       /* of which probed on an instruction the kernel emulates */
+    uint32_t families;     /* entry families interposed on: probed, or whose slots the
+                            * in-process sampler took at its attach (entry_families.h) */
     uint64_t attached_ns;  /* CLOCK_MONOTONIC when this daemon attached (or adopted) it */
     const char *sampler;   /* "uprobe" or "inprocess": the one in use (static string) */
     char sampler_note[256]; /* why the in-process sampler was not used, or "" */

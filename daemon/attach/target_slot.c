@@ -29,7 +29,7 @@ uint64_t target_release_probes(struct targets *t, struct target *tg, int keep_st
         uint64_t stopped = inprocess_detach(tg->inproc);
         /* Callers may or may not hold the lock: a plain atomic store. */
         if (stopped)
-            __atomic_store_n(&t->counters.last_restore_stop_ns, stopped, __ATOMIC_RELAXED);
+            __atomic_store_n(&t->last_restore_stop_ns, stopped, __ATOMIC_RELAXED);
         free(tg->inproc);
         tg->inproc = NULL;
     }

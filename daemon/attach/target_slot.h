@@ -110,6 +110,7 @@ struct target {
     enum target_state state; /* under the lock */
     size_t nfuncs;   /* functions probed */
     size_t emulated; /* of which on an instruction the kernel emulates */
+    uint32_t families; /* the entry families its sampler sees (entry_families.h) */
     /* What tells an exec: the executable's file, and the file mapped where
      * malloc was (another program, or the same one placed elsewhere). */
     dev_t exe_dev;

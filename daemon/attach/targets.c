@@ -22,6 +22,7 @@
 
 #include "allocator.h"
 #include "clock.h"
+#include "entry_families.h"
 #include "probe_links.h"
 #include "process_events.h"
 #include "proc_info.h"
@@ -101,7 +102,11 @@ static void take_plan(struct target *tg, const struct allocator_plan *plan, stru
 {
     *img = (struct hp_image){.nfuncs = (uint32_t)plan->n, .lo = UINT64_MAX, .hi = 0};
     tg->nfuncs = plan->n;
+    tg->families = 0;
     for (size_t i = 0; i < plan->n; i++) {
+        int f = entry_family_of(plan->funcs[i].name);
+        if (f >= 0)
+            tg->families |= 1u << f;
         img->start[i] = plan->funcs[i].runtime_start;
         img->end[i] = plan->funcs[i].runtime_end;
         img->lo = img->start[i] < img->lo ? img->start[i] : img->lo;
@@ -205,7 +210,7 @@ static int attach(struct targets *t, size_t slot, struct target *tg, const struc
         snprintf(err, errlen, "set the code ranges of pid %d: %s", (int)pid, strerror(-e));
     else if (tg->wanted == SAMPLER_INPROCESS && (e = try_inprocess(t, tg, &plan, how)) == 0 &&
              tg->inproc)
-        ; /* the report probes are attached */
+        tg->families = inprocess_families(tg->inproc); /* the report probes are attached */
     else if (e == 0)
         e = probe_links_attach(t->bpf, pid, slot, &plan, &tg->probes, err, errlen);
     else

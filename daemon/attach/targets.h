@@ -85,8 +85,8 @@ struct targets_counters {
     uint64_t last_detach_ns;       /* how long removing the last target's probes took */
     uint64_t inprocess_fallbacks;  /* in-process asked, uprobes used */
     uint64_t last_inject_stop_ns;  /* target stopped at the last injection */
-    /* Target stopped at the last restore: written with an atomic store,
-     * since a detach may restore with or without the lock. */
+    /* Target stopped at the last restore, as targets_read_counters() gives
+     * it: the table keeps it apart (targets.last_restore_stop_ns). */
     uint64_t last_restore_stop_ns;
 };
 
@@ -118,12 +118,18 @@ struct targets {
     struct process_events *events;    /* NULL: no exit and fork events (their watch list) */
     struct target *slot[HP_MAX_TARGETS]; /* under lock */
     struct targets_settings settings;    /* under lock */
-    struct targets_counters counters;    /* under lock, but for last_restore_stop_ns */
+    struct targets_counters counters;    /* under lock; its last_restore_stop_ns unused */
+    /* Target stopped at the last restore: atomic loads and stores, not
+     * the lock, since a detach may restore with or without it. Out of
+     * `counters`, whose copy under the lock would read it plainly while
+     * a detach without the lock stores it (a data race TSan reported). */
+    uint64_t last_restore_stop_ns;
     /* The calibrated cost of a uprobe sampler's hit, and what each other
      * target of the same library adds (probe_cost.h); zero until
      * calibrated. Under lock. */
     struct probe_cost cost;
     struct targets_callbacks callbacks;
+    int stopping; /* atomic: targets_stop_soon() was called */
 };
 
 /* `max_targets`: processes profiled at once (0: HP_MAX_TARGETS). */
@@ -134,6 +140,10 @@ void targets_set_settings(struct targets *t, const struct targets_settings *sett
 /* Detaches everything; with `keep_state`, the BPF counts of the processes
  * stay (pinned) for the next daemon to adopt. */
 void targets_destroy(struct targets *t, int keep_state);
+/* Says that the daemon is stopping (SIGTERM), before the threads that
+ * detach are stopped: a detach under way skips what only tidies the maps
+ * and the kept profiles, so that the stop is not held up by it. */
+void targets_stop_soon(struct targets *t);
 
 /*
  * Attaches again to the processes a previous daemon profiled (remembered in
@@ -228,6 +238,9 @@ size_t targets_expire(struct targets *t, uint64_t now_ns);
 /* Process `pid` exited (its exit event, or a request that found it gone):
  * keeps its last profile and detaches it, once; waits if that is under way. */
 void targets_exited(struct targets *t, pid_t pid);
+/* targets_exited() of the `n` processes `pids` at once: their probes
+ * released together and their rows forgotten in one pass over the maps. */
+void targets_exited_many(struct targets *t, const pid_t *pids, size_t n);
 
 /* targets_exited() of every target whose process is gone (a zombie, or
  * reaped), for a request about to read the kept profiles: the exit events

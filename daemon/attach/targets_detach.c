@@ -17,6 +17,7 @@
 #include "clock.h"
 #include "process_events.h"
 #include "proc_info.h"
+#include "release_pool.h"
 #include "target_slot.h"
 
 /* Whether the process in `tg` is no longer the program we attached to:
@@ -43,21 +44,41 @@ static int has_exec_d(struct target *tg)
     return moved;
 }
 
+void targets_stop_soon(struct targets *t)
+{
+    __atomic_store_n(&t->stopping, 1, __ATOMIC_RELAXED);
+}
+
+/* Whether the daemon is stopping: work that only tidies the maps waits for
+ * the next daemon (pinned maps) or goes with them (not pinned). */
+static bool stopping(struct targets *t)
+{
+    return __atomic_load_n(&t->stopping, __ATOMIC_RELAXED);
+}
+
 void targets_destroy(struct targets *t, int keep_state)
 {
+    /* Every other thread is stopped: the slots are ours without the lock
+     * while the probes go, all at once. */
+    struct target *tgs[HP_MAX_TARGETS];
+    size_t n = 0;
+    for (size_t i = 0; i < HP_MAX_TARGETS; i++)
+        if (t->slot[i])
+            tgs[n++] = t->slot[i];
+    release_pool_run(t, tgs, n);
     targets_lock(t);
     for (size_t i = 0; i < HP_MAX_TARGETS; i++) {
         struct target *tg = t->slot[i];
         if (!tg)
             continue;
-        if (keep_state) {
-            target_release_probes(t, tg, 1);
-            tg->state = TARGET_ENDED;
-            target_free(tg);
-            t->slot[i] = NULL;
-        } else {
-            targets_detach_reused(t, i);
-        }
+        tg->state = TARGET_ENDED;
+        target_free(tg);
+        t->slot[i] = NULL;
+        /* With pinned maps, the next daemon adopts these processes, or
+         * forgets those gone by then. Without, the maps go with us: there
+         * is nothing to forget in them. */
+        if (!keep_state)
+            t->counters.detached_total++;
     }
     targets_unlock(t);
     pthread_cond_destroy(&t->changed);
@@ -108,14 +129,28 @@ static void let_go(struct targets *t, const size_t *slots, size_t n)
     if (n == 0)
         return;
     uint64_t took = 0, idle_ns;
+    struct target *tgs[HP_MAX_TARGETS];
+    uint32_t pids[HP_MAX_TARGETS];
     targets_lock(t);
     idle_ns = t->settings.idle_ns;
     targets_unlock(t);
     for (size_t k = 0; k < n; k++) {
         struct target *tg = t->slot[slots[k]];
-        if (tg->keep_profile)
+        if (tg->keep_profile && !stopping(t))
             say_farewell(t, slots[k], tg, idle_ns);
-        took = target_release_probes(t, tg, 0);
+        tgs[k] = tg;
+        pids[k] = (uint32_t)tg->pid;
+    }
+    took = release_pool_run(t, tgs, n);
+    /* One pass over the maps for the whole batch. Stopping, the rows stay:
+     * the slots stay remembered in the pinned maps, so the next daemon
+     * forgets the processes gone by then. */
+    bool forgotten = !stopping(t);
+    if (forgotten) {
+        int e = bpf_state_forget_processes(t->bpf, pids, n, true);
+        if (e)
+            fprintf(stderr, "heapprofd: forgetting %zu processes' BPF entries: %s (some stay in "
+                            "the maps)\n", n, strerror(-e));
     }
     targets_lock(t);
     for (size_t k = 0; k < n; k++) {
@@ -126,7 +161,8 @@ static void let_go(struct targets *t, const size_t *slots, size_t n)
         t->slot[slots[k]] = NULL;
         t->counters.detached_total++;
         t->counters.last_detach_ns = took;
-        bpf_state_persist_target(t->bpf, (uint32_t)slots[k], 0, 0, 0);
+        if (forgotten)
+            bpf_state_persist_target(t->bpf, (uint32_t)slots[k], 0, 0, 0);
     }
     pthread_cond_broadcast(&t->changed);
     targets_unlock(t);
@@ -224,25 +260,44 @@ void targets_release(struct targets *t, pid_t pid, enum hold_kind kind)
 
 void targets_exited(struct targets *t, pid_t pid)
 {
-    size_t gone[1], n = 0;
+    targets_exited_many(t, &pid, 1);
+}
+
+/* Whether `slot` is among the first `n` of `slots`. */
+static bool has_slot(const size_t *slots, size_t n, size_t slot)
+{
+    for (size_t k = 0; k < n; k++)
+        if (slots[k] == slot)
+            return true;
+    return false;
+}
+
+void targets_exited_many(struct targets *t, const pid_t *pids, size_t npids)
+{
+    size_t gone[HP_MAX_TARGETS], n = 0;
     targets_lock(t);
 restart:
     for (size_t i = 0; i < HP_MAX_TARGETS; i++) {
         struct target *tg = t->slot[i];
         uint64_t start_time;
-        if (!tg || tg->pid != pid)
+        if (!tg || has_slot(gone, n, i))
+            continue;
+        bool named = false;
+        for (size_t k = 0; k < npids && !named; k++)
+            named = tg->pid == pids[k];
+        if (!named)
             continue;
         if (!target_live(tg)) {
             /* Its attach fails on its own; its farewell is under way: wait
-             * for it, so a request after the exit finds the kept profile. */
+             * for it, so a request after the exit finds the kept profile.
+             * Those this call marked stay marked meanwhile. */
             targets_wait(t);
             goto restart;
         }
-        if (proc_start_time(pid, &start_time) == 0 && start_time == tg->start_time)
-            break; /* still running: an exit event of a pid since reused */
+        if (proc_start_time(tg->pid, &start_time) == 0 && start_time == tg->start_time)
+            continue; /* still running: an exit event of a pid since reused */
         mark(t, i, END_EXITED, 1);
         gone[n++] = i;
-        break;
     }
     targets_unlock(t);
     let_go(t, gone, n);

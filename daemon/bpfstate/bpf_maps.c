@@ -4,12 +4,10 @@
  * and what the daemon keeps there (targets to adopt, code ranges, unwind
  * tables). See bpf_state.h; loading and pinning are in bpf_state.c.
  *
- * Hash maps are walked with BPF_MAP_GET_NEXT_KEY in map_walk_keys(), the one
- * walk: when the key a walk stands on is deleted meanwhile (a free in the
- * target, a process forgotten), the kernel goes on from the first key of
- * that bucket's successor or restarts, so a walk may see a key twice or
- * miss one that moved; callers read values at the moment of the walk and
- * take the counts as a snapshot, not a transaction.
+ * Hash maps are read in batches by map_walk() (map_walk.c), the one walk:
+ * entries changed meanwhile (a free in the target, a process forgotten)
+ * may be seen as they were or as they are, so callers take the counts as
+ * a snapshot, not a transaction.
  */
 #include "bpf_state.h"
 
@@ -23,22 +21,7 @@
 #include "array_grow.h"
 #include "heapprof.skel.h"
 #include "map_walk.h"
-
-int map_walk_keys(int fd, size_t key_size, walk_fn fn, void *ctx)
-{
-    uint8_t cur[WALK_MAX_KEY], next[WALK_MAX_KEY];
-    void *prev = NULL;
-    int e;
-    if (key_size > sizeof(cur))
-        return -EINVAL;
-    while ((e = bpf_map_get_next_key(fd, prev, next)) == 0) {
-        memcpy(cur, next, key_size);
-        prev = cur;
-        if ((e = fn(fd, cur, ctx)) != 0)
-            return e;
-    }
-    return e == -ENOENT ? 0 : e; /* ENOENT: past the last key */
-}
+#include "row_index.h"
 
 int bpf_state_persist_target(struct bpf_state *b, uint32_t slot, uint32_t pid,
                              uint64_t start_time, uint32_t exe_ino)
@@ -126,41 +109,110 @@ static int push_counts(struct counts_vec *cv, struct stack_counts sc)
     return 0;
 }
 
-/* walk_fn of read_counts: the counts of the wanted process. */
-static int take_counts(int fd, const void *key, void *ctx)
-{
-    struct counts_vec *cv = ctx;
-    const struct hp_count_key *k = key;
-    struct stack_counts sc = {.stack_id = k->stack_id};
-    if (k->tgid != cv->tgid || bpf_map_lookup_elem(fd, k, &sc.counts) != 0)
-        return 0; /* another process's, or deleted meanwhile */
-    return push_counts(cv, sc);
-}
-
 /*
- * Whether process `tgid` may have count rows or live entries. Every one is
- * counted in its share record (made before the first, and counted again
- * from pinned maps at load): a process without one has none, and the walks
- * of maps sized for all processes, which visit every bucket, are spared.
- * Most short-lived processes never have a sample.
+ * Whether process `tgid` may have count rows or live entries, and how many
+ * rows it has made (*rows). Every one is counted in its share record (made
+ * before the first, and counted again from pinned maps at load): a process
+ * without one has none, and the walks of maps sized for all processes,
+ * which visit every bucket, are spared. Most short-lived processes never
+ * have a sample.
  */
-static bool may_have_entries(struct bpf_state *b, uint32_t tgid)
+static bool may_have_entries(struct bpf_state *b, uint32_t tgid, size_t *rows)
 {
     struct hp_share share;
-    return bpf_map_lookup_elem(bpf_map__fd(b->skel->maps.shares), &tgid, &share) == 0 &&
-           (share.rows != 0 || share.live != 0);
+    bool some = bpf_map_lookup_elem(bpf_map__fd(b->skel->maps.shares), &tgid, &share) == 0 &&
+                (share.rows != 0 || share.live != 0);
+    if (rows)
+        *rows = some && share.rows > 0 ? (size_t)share.rows : 0;
+    return some;
+}
+
+/* What a walk of the whole counts map gathers: the rows of the wanted
+ * process, and the stack ids of every process's rows for the index. */
+struct counts_walk {
+    struct counts_vec *want;
+    struct row_list *lists;
+    size_t n, cap;
+    size_t last; /* the list the previous row went to: rows come grouped by bucket, not process */
+};
+
+/* walk_fn of walk_all_counts. */
+static int take_row(const void *key, const void *value, void *ctx)
+{
+    struct counts_walk *w = ctx;
+    const struct hp_count_key *k = key;
+    if (w->want && k->tgid == w->want->tgid) {
+        struct stack_counts sc = {.stack_id = k->stack_id};
+        memcpy(&sc.counts, value, sizeof(sc.counts));
+        int e = push_counts(w->want, sc);
+        if (e)
+            return e;
+    }
+    size_t i = w->last;
+    if (i >= w->n || w->lists[i].tgid != k->tgid)
+        for (i = 0; i < w->n && w->lists[i].tgid != k->tgid; i++)
+            ;
+    if (i == w->n) {
+        struct row_list *nl = array_grow(w->lists, &w->cap, w->n + 1, sizeof(*nl), 16);
+        if (!nl)
+            return -ENOMEM;
+        w->lists = nl;
+        w->lists[w->n++] = (struct row_list){.tgid = k->tgid};
+    }
+    w->last = i;
+    return row_list_add(&w->lists[i], k->stack_id);
+}
+
+/* Walks the whole counts map: the rows of cv->tgid into `cv` (NULL: none
+ * wanted), and the index refreshed for every process. */
+static int walk_all_counts(struct bpf_state *b, struct counts_vec *cv)
+{
+    struct counts_walk w = {.want = cv};
+    int e = map_walk(bpf_map__fd(b->skel->maps.counts), sizeof(struct hp_count_key),
+                     sizeof(struct hp_counts), take_row, &w);
+    if (e) {
+        for (size_t i = 0; i < w.n; i++)
+            free(w.lists[i].ids);
+        free(w.lists);
+        return e;
+    }
+    row_index_replace(b->rows, w.lists, w.n);
+    return 0;
+}
+
+/* The rows of `cv->tgid`, which has made `rows` of them, read by key from
+ * the index; -ENOENT if the index does not know them all. */
+static int read_indexed(struct bpf_state *b, size_t rows, struct counts_vec *cv)
+{
+    uint64_t *ids = NULL;
+    size_t n = 0;
+    int e = row_index_get(b->rows, cv->tgid, rows, &ids, &n);
+    int fd = bpf_map__fd(b->skel->maps.counts);
+    for (size_t i = 0; i < n && e == 0; i++) {
+        struct hp_count_key k = {.tgid = cv->tgid, .stack_id = ids[i]};
+        struct stack_counts sc = {.stack_id = ids[i]};
+        if (bpf_map_lookup_elem(fd, &k, &sc.counts) == 0)
+            e = push_counts(cv, sc);
+    }
+    free(ids);
+    return e;
 }
 
 int bpf_state_read_counts(struct bpf_state *b, uint32_t tgid, struct stack_counts **out, size_t *n)
 {
     struct counts_vec cv = {.tgid = tgid};
-    if (!may_have_entries(b, tgid)) {
-        *out = NULL;
-        *n = 0;
+    size_t rows;
+    *out = NULL;
+    *n = 0;
+    if (!may_have_entries(b, tgid, &rows) || rows == 0)
         return 0;
+    int e = read_indexed(b, rows, &cv);
+    if (e == -ENOENT) {
+        /* Rows made since the index was last refreshed: one walk. */
+        free(cv.v);
+        cv = (struct counts_vec){.tgid = tgid};
+        e = walk_all_counts(b, &cv);
     }
-    int e = map_walk_keys(bpf_map__fd(b->skel->maps.counts), sizeof(struct hp_count_key),
-                          take_counts, &cv);
     if (e) {
         free(cv.v);
         return e;
@@ -178,12 +230,13 @@ int stack_counts_by_id(const void *a, const void *b)
 }
 
 /* walk_fn of read_live: one entry per live allocation of the wanted process. */
-static int take_live(int fd, const void *key, void *ctx)
+static int take_live(const void *key, const void *value, void *ctx)
 {
     struct counts_vec *cv = ctx;
     const struct hp_live_key *k = key;
     struct hp_live l;
-    if (k->tgid != cv->tgid || bpf_map_lookup_elem(fd, k, &l) != 0 || l.time_ns >= cv->before_ns)
+    memcpy(&l, value, sizeof(l));
+    if (k->tgid != cv->tgid || l.time_ns >= cv->before_ns)
         return 0;
     struct stack_counts sc = {
         .stack_id = l.stack_id,
@@ -199,8 +252,8 @@ int bpf_state_read_live(struct bpf_state *b, uint32_t tgid, uint64_t before_ns,
                         struct stack_counts **out, size_t *n)
 {
     struct counts_vec cv = {.tgid = tgid, .before_ns = before_ns};
-    int e = map_walk_keys(bpf_map__fd(b->skel->maps.live), sizeof(struct hp_live_key), take_live,
-                          &cv);
+    int e = map_walk(bpf_map__fd(b->skel->maps.live), sizeof(struct hp_live_key),
+                     sizeof(struct hp_live), take_live, &cv);
     if (e) {
         free(cv.v);
         return e;
@@ -225,38 +278,27 @@ int bpf_state_read_live(struct bpf_state *b, uint32_t tgid, uint64_t before_ns,
     return 0;
 }
 
-/* What process_totals sums into. */
-struct totals {
-    const uint32_t *tgids;
-    size_t n;
-    struct hp_counts *out;
-};
-
-/* walk_fn of process_totals: adds one entry to its process's total. */
-static int add_to_total(int fd, const void *key, void *ctx)
-{
-    struct totals *t = ctx;
-    const struct hp_count_key *k = key;
-    for (size_t i = 0; i < t->n; i++) {
-        struct hp_counts c;
-        if (t->tgids[i] != k->tgid || bpf_map_lookup_elem(fd, k, &c) != 0)
-            continue;
-        t->out[i].alloc_objects += c.alloc_objects;
-        t->out[i].alloc_bytes += c.alloc_bytes;
-        t->out[i].inuse_objects += c.inuse_objects;
-        t->out[i].inuse_bytes += c.inuse_bytes;
-        break;
-    }
-    return 0;
-}
-
 int bpf_state_process_totals(struct bpf_state *b, const uint32_t *tgids, size_t n,
                              struct hp_counts *out)
 {
-    struct totals t = {.tgids = tgids, .n = n, .out = out};
     memset(out, 0, n * sizeof(*out));
-    return map_walk_keys(bpf_map__fd(b->skel->maps.counts), sizeof(struct hp_count_key),
-                         add_to_total, &t);
+    /* Each process's own rows: by key where the index knows them, so the
+     * totals of n processes cost their rows, not n walks of the map. */
+    for (size_t i = 0; i < n; i++) {
+        struct stack_counts *sc;
+        size_t m;
+        int e = bpf_state_read_counts(b, tgids[i], &sc, &m);
+        if (e)
+            return e;
+        for (size_t j = 0; j < m; j++) {
+            out[i].alloc_objects += sc[j].counts.alloc_objects;
+            out[i].alloc_bytes += sc[j].counts.alloc_bytes;
+            out[i].inuse_objects += sc[j].counts.inuse_objects;
+            out[i].inuse_bytes += sc[j].counts.inuse_bytes;
+        }
+        free(sc);
+    }
+    return 0;
 }
 
 int bpf_state_read_stack(struct bpf_state *b, uint64_t id, struct hp_stack *st)
@@ -325,9 +367,9 @@ int bpf_state_zero_hits(struct bpf_state *b, uint32_t slot)
 }
 
 /* walk_fn of map_fill: counts the keys. */
-static int count_key(int fd, const void *key, void *ctx)
+static int count_key(const void *key, const void *value, void *ctx)
 {
-    (void)fd, (void)key;
+    (void)key, (void)value;
     (*(size_t *)ctx)++;
     return 0;
 }
@@ -335,33 +377,40 @@ static int count_key(int fd, const void *key, void *ctx)
 int bpf_state_map_fill(struct bpf_state *b, struct map_fill *f)
 {
     memset(f, 0, sizeof(*f));
-    int e = map_walk_keys(bpf_map__fd(b->skel->maps.counts), sizeof(struct hp_count_key),
-                          count_key, &f->counts);
+    int e = map_walk(bpf_map__fd(b->skel->maps.counts), sizeof(struct hp_count_key),
+                     sizeof(struct hp_counts), count_key, &f->counts);
     if (e == 0)
-        e = map_walk_keys(bpf_map__fd(b->skel->maps.live), sizeof(struct hp_live_key), count_key,
-                          &f->live);
+        e = map_walk(bpf_map__fd(b->skel->maps.live), sizeof(struct hp_live_key),
+                     sizeof(struct hp_live), count_key, &f->live);
     if (e == 0)
-        e = map_walk_keys(bpf_map__fd(b->skel->maps.stacks), sizeof(uint64_t), count_key,
-                          &f->stacks);
+        e = map_walk(bpf_map__fd(b->skel->maps.stacks), sizeof(uint64_t),
+                     sizeof(struct hp_stack), count_key, &f->stacks);
     if (e == 0)
-        e = map_walk_keys(bpf_map__fd(b->skel->maps.pending), sizeof(struct hp_pending_key),
-                          count_key, &f->pending);
+        e = map_walk(bpf_map__fd(b->skel->maps.pending), sizeof(struct hp_pending_key),
+                     sizeof(struct hp_pending), count_key, &f->pending);
     return e;
 }
 
-/* The keys of one process, gathered by a walk before they are deleted
- * (deleting while walking can restart the walk). */
+/* The keys of the processes being forgotten, gathered by a walk and then
+ * deleted in batches. */
 struct doomed_keys {
     uint8_t *keys;
     size_t n, cap, key_size;
-    uint32_t tgid;
+    const uint32_t *tgids; /* sorted */
+    size_t ntgids;
     bool tgid_in_high_half; /* pending: the leading u64 is pid_tgid, tgid in its upper half */
 };
 
-/* walk_fn of forget_process: keeps the process's keys. */
-static int gather_key(int fd, const void *key, void *ctx)
+static int cmp_u32(const void *a, const void *b)
 {
-    (void)fd;
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* walk_fn of forget_processes: keeps the keys of the doomed processes. */
+static int gather_key(const void *key, const void *value, void *ctx)
+{
+    (void)value;
     struct doomed_keys *d = ctx;
     uint32_t owner;
     if (d->tgid_in_high_half) {
@@ -371,7 +420,7 @@ static int gather_key(int fd, const void *key, void *ctx)
     } else {
         memcpy(&owner, key, sizeof(owner));
     }
-    if (owner != d->tgid)
+    if (!bsearch(&owner, d->tgids, d->ntgids, sizeof(owner), cmp_u32))
         return 0;
     uint8_t *nk = array_grow(d->keys, &d->cap, d->n + 1, d->key_size, 256);
     if (!nk)
@@ -382,17 +431,16 @@ static int gather_key(int fd, const void *key, void *ctx)
     return 0;
 }
 
-/* Deletes the keys of process `tgid` from hash map `fd`, adding how many
- * to *deleted; -errno of the walk. */
-static int delete_process_keys(int fd, size_t key_size, uint32_t tgid, bool tgid_in_high_half,
-                               size_t *deleted)
+/* Deletes the keys of the processes `tgids` (sorted) from hash map `fd`,
+ * in one walk, adding how many to *deleted; -errno of the walk. */
+static int delete_process_keys(int fd, size_t key_size, size_t value_size, const uint32_t *tgids,
+                               size_t n, bool tgid_in_high_half, size_t *deleted)
 {
-    struct doomed_keys d = {
-        .key_size = key_size, .tgid = tgid, .tgid_in_high_half = tgid_in_high_half};
-    int e = map_walk_keys(fd, key_size, gather_key, &d);
+    struct doomed_keys d = {.key_size = key_size, .tgids = tgids, .ntgids = n,
+                            .tgid_in_high_half = tgid_in_high_half};
+    int e = map_walk(fd, key_size, value_size, gather_key, &d);
     /* What was gathered goes even if the walk stopped early. */
-    for (size_t i = 0; i < d.n; i++)
-        *deleted += bpf_map_delete_elem(fd, d.keys + i * key_size) == 0;
+    *deleted += map_delete_keys(fd, d.keys, d.n, key_size);
     free(d.keys);
     return e;
 }
@@ -405,25 +453,85 @@ int bpf_state_set_reporting(struct bpf_state *b, uint32_t tgid, bool on)
     return e == 0 || (!on && errno == ENOENT) ? 0 : -errno;
 }
 
-int bpf_state_forget_process(struct bpf_state *b, uint32_t tgid)
+/* Deletes the count rows of the processes `tgids` (sorted): by key for
+ * those whose rows the index knows, with one walk for the rest; adds to
+ * *deleted. */
+static int delete_rows(struct bpf_state *b, const uint32_t *tgids, size_t n, size_t *deleted)
 {
-    size_t live = 0, rows = 0, pending = 0;
-    int e = 0, e2 = 0;
-    if (may_have_entries(b, tgid)) {
-        e = delete_process_keys(bpf_map__fd(b->skel->maps.live), sizeof(struct hp_live_key),
-                                tgid, false, &live);
-        e2 = delete_process_keys(bpf_map__fd(b->skel->maps.counts), sizeof(struct hp_count_key),
-                                 tgid, false, &rows);
+    int fd = bpf_map__fd(b->skel->maps.counts);
+    uint32_t *unknown = malloc((n ? n : 1) * sizeof(*unknown));
+    if (!unknown)
+        return -ENOMEM;
+    size_t nunknown = 0;
+    int e = 0;
+    for (size_t i = 0; i < n; i++) {
+        size_t rows = 0, m = 0;
+        uint64_t *ids = NULL;
+        may_have_entries(b, tgids[i], &rows);
+        if (row_index_get(b->rows, tgids[i], rows, &ids, &m) != 0) {
+            unknown[nunknown++] = tgids[i];
+            continue;
+        }
+        struct hp_count_key *keys = malloc((m ? m : 1) * sizeof(*keys));
+        for (size_t j = 0; keys && j < m; j++)
+            keys[j] = (struct hp_count_key){.tgid = tgids[i], .stack_id = ids[j]};
+        if (keys)
+            *deleted += map_delete_keys(fd, keys, m, sizeof(*keys));
+        else
+            unknown[nunknown++] = tgids[i];
+        free(keys);
+        free(ids);
     }
-    int e3 = delete_process_keys(bpf_map__fd(b->skel->maps.pending),
-                                 sizeof(struct hp_pending_key), tgid, true, &pending);
-    bpf_map_delete_elem(bpf_map__fd(b->skel->maps.shares), &tgid);
+    if (nunknown)
+        e = delete_process_keys(fd, sizeof(struct hp_count_key), sizeof(struct hp_counts),
+                                unknown, nunknown, false, deleted);
+    for (size_t i = 0; i < n; i++)
+        row_index_forget(b->rows, tgids[i]);
+    free(unknown);
+    return e;
+}
+
+int bpf_state_forget_processes(struct bpf_state *b, const uint32_t *tgids, size_t n,
+                               bool prune)
+{
+    size_t live = 0, rows = 0, pending = 0, with_entries = 0;
+    int e = 0, e2 = 0, e3 = 0;
+    uint32_t *doomed = malloc((n ? n : 1) * sizeof(*doomed));
+    if (!doomed)
+        return -ENOMEM;
+    for (size_t i = 0; i < n; i++)
+        if (may_have_entries(b, tgids[i], NULL))
+            doomed[with_entries++] = tgids[i];
+    qsort(doomed, with_entries, sizeof(*doomed), cmp_u32);
+    if (with_entries) {
+        e = delete_process_keys(bpf_map__fd(b->skel->maps.live), sizeof(struct hp_live_key),
+                                sizeof(struct hp_live), doomed, with_entries, false, &live);
+        e2 = delete_rows(b, doomed, with_entries, &rows);
+    }
+    /* Calls in flight are made before any share record: every process. */
+    memcpy(doomed, tgids, n * sizeof(*doomed));
+    qsort(doomed, n, sizeof(*doomed), cmp_u32);
+    if (n)
+        e3 = delete_process_keys(bpf_map__fd(b->skel->maps.pending),
+                                 sizeof(struct hp_pending_key), sizeof(struct hp_pending), doomed,
+                                 n, true, &pending);
+    for (size_t i = 0; i < n; i++) {
+        bpf_map_delete_elem(bpf_map__fd(b->skel->maps.shares), &tgids[i]);
+        row_index_forget(b->rows, tgids[i]);
+    }
+    free(doomed);
     /* Stacks are named only by count rows and calls in flight: with the
-     * process's rows gone, the stacks only it named are garbage. A prune
+     * processes' rows gone, the stacks only they named are garbage. One
+     * prune for the batch, however many processes are in it; a prune
      * that fails leaves them to the next one. */
-    if (rows)
+    if (rows && prune)
         bpf_state_prune_stacks(b, NULL);
     return e ? e : e2 ? e2 : e3;
+}
+
+int bpf_state_forget_process(struct bpf_state *b, uint32_t tgid)
+{
+    return bpf_state_forget_processes(b, &tgid, 1, true);
 }
 
 const char *bpf_state_stat_name(enum hp_stat s)
@@ -455,6 +563,7 @@ const char *bpf_state_stat_name(enum hp_stat s)
         [HP_STAT_FREES_RING] = "frees_through_ring",
         [HP_STAT_FREES_RING_LATER] = "frees_through_ring_of_an_earlier_life",
         [HP_STAT_FREE_RING_FULL] = "frees_trapped_ring_full",
+        [HP_STAT_RETURNS_UNCHECKED] = "return_addresses_unchecked",
     };
     return (unsigned)s < HP_STAT_COUNT ? names[s] : "unknown";
 }

@@ -26,10 +26,13 @@
 #include <bpf/libbpf.h>
 
 #include "heapprof.skel.h"
+#include "new_fail_size.h"
 #include "proc_info.h"
 #include "process_shares.h"
+#include "row_index.h"
 #include "sampling_tables.h"
 #include "uprobe_link.h"
+#include "verifier_error.h"
 
 /* The magic number of a bpf filesystem (linux/magic.h BPF_FS_MAGIC). */
 #define HP_BPF_FS_MAGIC 0xcafe4a11
@@ -40,14 +43,6 @@
 static const char *const pinned_maps[] = {"counts", "stacks",         "live",
                                           "stats",  "meta",           "persisted_targets"};
 #define N_PINNED (sizeof(pinned_maps) / sizeof(pinned_maps[0]))
-
-/* Silences libbpf's own chatter; load errors are reported through `err`. */
-static int quiet_libbpf(enum libbpf_print_level level, const char *fmt, va_list ap)
-{
-    if (level == LIBBPF_WARN && getenv("HEAPPROFD_DEBUG_BPF"))
-        return vfprintf(stderr, fmt, ap);
-    return 0;
-}
 
 /* Makes sure `dir` exists on a bpf filesystem, mounting one at
  * /sys/fs/bpf when nothing is mounted there (systemd does; containers and
@@ -324,9 +319,13 @@ static int write_meta(struct heapprof *skel, uint64_t sample_interval)
 
 /* Opens and loads the skeleton with programs set up for `layout`. */
 static int load_for(struct heapprof **out, uint64_t sample_interval, enum probe_layout layout,
-                    const char *pin_dir, const struct bpf_map_sizes *sizes)
+                    const char *pin_dir, const struct bpf_map_sizes *sizes,
+                    const struct kernel_features *kf)
 {
-    struct heapprof *skel = heapprof__open();
+    /* The tests load the object against a kernel BTF that lacks a field
+     * (tests/integration/test_kernel_fields.py). */
+    LIBBPF_OPTS(bpf_object_open_opts, open_opts, .btf_custom_path = kernel_features_btf_path());
+    struct heapprof *skel = heapprof__open_opts(&open_opts);
     if (!skel)
         return errno ? -errno : -EINVAL;
     apply_sizes(skel, sizes);
@@ -339,14 +338,16 @@ static int load_for(struct heapprof **out, uint64_t sample_interval, enum probe_
     sampling_fill_log2_table((__u32 *)skel->rodata->log2_table);
     sampling_fill_weight_table((__u64 *)skel->rodata->weight_table);
     process_shares_set_bounds(skel);
+    new_fail_size_set(skel);
     /* Debian's libbpf knows neither attach type: the numbers go in as they are. */
     enum bpf_attach_type multi = (enum bpf_attach_type)HP_BPF_TRACE_UPROBE_MULTI;
     enum bpf_attach_type session = (enum bpf_attach_type)HP_BPF_TRACE_UPROBE_SESSION;
     bpf_program__set_autoload(skel->progs.hp_session, layout == LAYOUT_SESSION);
     /* The drain of the in-process sampler's ring of frees needs syscall
-     * programs and bpf_loop (5.17+): not asked of the classic layout, the
-     * one for old kernels, where frees of sampled pointers trap. */
-    bpf_program__set_autoload(skel->progs.hp_drain_frees, layout != LAYOUT_CLASSIC);
+     * programs and bpf_loop (5.17+), probed: not the layout. Without it,
+     * frees of sampled pointers trap. 6.1 has both, but not uprobe_multi. */
+    bpf_program__set_autoload(skel->progs.hp_drain_frees,
+                              kf->has[KF_SYSCALL_PROGS] && kf->has[KF_BPF_LOOP]);
     if (layout == LAYOUT_SESSION)
         bpf_program__set_expected_attach_type(skel->progs.hp_session, session);
     if (layout != LAYOUT_CLASSIC) {
@@ -386,7 +387,7 @@ static int try_layout(struct bpf_state *b, enum probe_layout l, uint64_t sample_
 {
     struct heapprof *skel;
     *step = "load";
-    int e = load_for(&skel, sample_interval, l, pin_dir, sizes);
+    int e = load_for(&skel, sample_interval, l, pin_dir, sizes, &b->kernel);
     if (e)
         return e;
     *step = "attach a test link";
@@ -405,42 +406,97 @@ static int try_layout(struct bpf_state *b, enum probe_layout l, uint64_t sample_
     return 0;
 }
 
+/* The classic layout's perf-event uprobes are refused without
+ * CAP_SYS_ADMIN (EACCES at each attach), which the packaged unit does not
+ * grant: said once at start, where the kernel makes that the layout
+ * (Debian 12's 6.1), rather than only by each attach's 403. */
+static void note_classic_needs_sys_admin(struct bpf_state *b)
+{
+    if (b->layout != LAYOUT_CLASSIC || verifier_caps_have_sys_admin())
+        return;
+    size_t used = strlen(b->notice);
+    snprintf(b->notice + used, sizeof(b->notice) - used,
+             "%sthe classic layout attaches perf-event uprobes, which Linux %s refuses without "
+             "CAP_SYS_ADMIN: every attach will fail (docs/operations.md#capabilities)",
+             used ? "; " : "", b->kernel.release);
+}
+
+/* The best layout the probed features allow: a layout whose links the
+ * kernel refuses is not loaded at all (its verification is the cost). */
+static enum probe_layout best_layout(const struct kernel_features *kf)
+{
+    /* Nothing could be probed (no privileges): every layout is tried, so
+     * that the error says why each failed. */
+    if (!kf->probed || kf->has[KF_UPROBE_SESSION])
+        return LAYOUT_SESSION;
+    return kf->has[KF_UPROBE_MULTI] ? LAYOUT_MULTI : LAYOUT_CLASSIC;
+}
+
+/* Frees the index of rows (a failed load, or the object closed). */
+static void drop_row_index(struct bpf_state *b)
+{
+    if (b->rows)
+        row_index_destroy(b->rows);
+    free(b->rows);
+    b->rows = NULL;
+}
+
 int bpf_state_load(struct bpf_state *b, uint64_t sample_interval, enum probe_layout want,
                    const char *pin_dir, const struct bpf_map_sizes *sizes, char *err,
                    size_t errlen)
 {
     memset(b, 0, sizeof(*b));
-    libbpf_set_print(quiet_libbpf);
+    verifier_quiet_libbpf();
     b->pin_lock_fd = -1;
+    b->rows = malloc(sizeof(*b->rows));
+    if (!b->rows) {
+        snprintf(err, errlen, "%s", strerror(ENOMEM));
+        return -ENOMEM;
+    }
+    row_index_init(b->rows);
     if (pin_dir && !*pin_dir)
         pin_dir = NULL;
     int e = pin_dir ? use_pin_dir(b, pin_dir, sample_interval, sizes, err, errlen) : 0;
     if (e) {
         b->refused = true;
+        drop_row_index(b);
         return e;
     }
+    kernel_features_probe(&b->kernel);
+    kernel_features_missing(&b->kernel, b->gave_up, sizeof(b->gave_up));
     /* Every layout tried says why it failed: the first errno is returned. */
-    char tried[384] = "";
+    char tried[768] = "";
     int first = 0;
-    enum probe_layout from = want == LAYOUT_AUTO ? LAYOUT_SESSION : want;
+    enum probe_layout from = want == LAYOUT_AUTO ? best_layout(&b->kernel) : want;
     enum probe_layout to = want == LAYOUT_AUTO ? LAYOUT_CLASSIC : want;
     for (enum probe_layout l = from; l <= to; l++) {
         const char *step;
+        struct verifier_verdict v;
+        verifier_capture_begin();
         e = try_layout(b, l, sample_interval, pin_dir, sizes, &step);
-        if (e == 0)
+        verifier_capture_end(&v);
+        if (e == 0) {
+            note_classic_needs_sys_admin(b);
             return 0;
+        }
+        char why[320];
+        if (l < best_layout(&b->kernel)) /* asked for with --probe-layout, past the probe */
+            snprintf(why, sizeof(why), "%s (Linux %s has no %s links)", strerror(-e),
+                     b->kernel.release, l == LAYOUT_SESSION ? "uprobe session (6.13)"
+                                                            : "uprobe_multi (6.6)");
+        else
+            verifier_explain(e, &v, b->kernel.release, why, sizeof(why));
         size_t used = strlen(tried);
         snprintf(tried + used, sizeof(tried) - used, "%s%s: %s: %s", used ? "; " : "",
-                 bpf_state_layout_name(l), step, strerror(-e));
+                 bpf_state_layout_name(l), step, why);
         first = first ? first : e;
     }
-    snprintf(err, errlen,
-             "load BPF programs (%s); needs root with CAP_BPF and CAP_PERFMON, and a kernel "
-             "with BTF; HEAPPROFD_DEBUG_BPF=1 shows the verifier log",
-             tried);
+    snprintf(err, errlen, "load BPF programs on Linux %s (%s); HEAPPROFD_DEBUG_BPF=1 shows "
+             "the verifier log", b->kernel.release, tried);
     if (b->pin_lock_fd >= 0)
         close(b->pin_lock_fd);
     b->pin_lock_fd = -1;
+    drop_row_index(b);
     return first;
 }
 
@@ -466,6 +522,7 @@ void bpf_state_close(struct bpf_state *b)
     if (b->pin_lock_fd >= 0)
         close(b->pin_lock_fd);
     b->pin_lock_fd = -1;
+    drop_row_index(b);
 }
 
 struct bpf_program *bpf_state_entry_program(struct bpf_state *b)

@@ -15,9 +15,11 @@
 #include <stdint.h>
 
 #include "heapprof.h"
+#include "kernel_features.h"
 #include "unwind_row.h"
 
 struct heapprof;    /* the skeleton */
+struct row_index;   /* row_index.h: which rows each process has */
 struct bpf_program;
 
 /* How probes are attached, best first; the kernel decides which we get. */
@@ -39,7 +41,10 @@ struct bpf_state {
     int pin_lock_fd; /* the pin directory, locked while we use it; -1: not pinned */
     bool refused;    /* load failed for the pin directory: the daemon must not start */
     char notice[512]; /* what loading did that the operator should know ("" if nothing) */
+    struct kernel_features kernel; /* what the kernel's BPF accepts, probed before loading */
+    char gave_up[768]; /* the features missing and what each costs ("" if none) */
     uint64_t stacks_pruned; /* stacks deleted by bpf_state_prune_stacks (atomic adds) */
+    struct row_index *rows; /* the stack ids of each process's count rows (owned) */
 };
 
 /* Map sizes (0: the default of bpf/hp_limits.h), for tuning and for the
@@ -50,8 +55,11 @@ struct bpf_map_sizes {
 
 /*
  * Opens and loads the programs for `want` (LAYOUT_AUTO: the best the kernel
- * supports, found by trying); -errno (the first layout's) with a reason in
- * `err` naming each layout tried on failure.
+ * supports, probed first with kernel_features, then found by trying);
+ * -errno (the first layout's) with a reason in `err` naming each layout
+ * tried on failure: a verifier rejection names the program, the kernel and
+ * the verifier's last line. b->kernel and b->gave_up say what the kernel
+ * lacks, loaded or not.
  * With a `pin_dir` (NULL or "": none), the maps that hold the profiles are
  * pinned there and adopted from a previous daemon. Maps of another version
  * or layout are refused (-EEXIST); maps made with another sample interval
@@ -163,6 +171,12 @@ int bpf_state_map_fill(struct bpf_state *b, struct map_fill *f);
  * share record, then, if it had count rows, prunes the stacks (below);
  * -errno if a map could not be walked (what was found is deleted even so). */
 int bpf_state_forget_process(struct bpf_state *b, uint32_t tgid);
+
+/* The same for the `n` processes `tgids` at once: one walk of each map for
+ * the whole batch, so a burst of exits costs one pass, not one per
+ * process; the stacks are pruned once, and only with `prune`. */
+int bpf_state_forget_processes(struct bpf_state *b, const uint32_t *tgids, size_t n,
+                               bool prune);
 
 /*
  * Deletes the stacks that no count row and no call in flight names (left

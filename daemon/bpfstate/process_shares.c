@@ -31,8 +31,9 @@
 #include "map_walk.h"
 
 /* Stacks deleted, and kept to be stored again, per batch: 1 KiB each, so
- * 4 MiB for a while; each batch walks the counts once more (about 50 ms
- * for 60,000 rows), so a larger batch makes a large prune cheaper. */
+ * 4 MiB for a while; each batch walks the counts once more (a few ms for
+ * 60,000 rows, read in batches), so a larger batch makes a large prune
+ * cheaper. */
 #define PRUNE_BATCH 4096
 
 /* A set of 64-bit values: appended, then sorted for lookups. */
@@ -88,9 +89,9 @@ static void refs_free(struct refs *r)
 }
 
 /* walk_fn over the counts map: a row names its stack and its process. */
-static int ref_row(int fd, const void *key, void *ctx)
+static int ref_row(const void *key, const void *value, void *ctx)
 {
-    (void)fd;
+    (void)value;
     const struct hp_count_key *k = key;
     struct refs *r = ctx;
     int e = set_add(&r->stacks, k->stack_id);
@@ -98,13 +99,12 @@ static int ref_row(int fd, const void *key, void *ctx)
 }
 
 /* walk_fn over the pending map: a sampled call in flight names its stack. */
-static int ref_pending(int fd, const void *key, void *ctx)
+static int ref_pending(const void *key, const void *value, void *ctx)
 {
     const struct hp_pending_key *k = key;
     struct refs *r = ctx;
     struct hp_pending p;
-    if (bpf_map_lookup_elem(fd, k, &p) != 0)
-        return 0; /* returned meanwhile: its row is in the counts */
+    memcpy(&p, value, sizeof(p));
     int e = p.stack_id ? set_add(&r->stacks, p.stack_id) : 0;
     return e ? e : set_add(&r->tgids, k->pid_tgid >> 32);
 }
@@ -114,11 +114,11 @@ static int ref_pending(int fd, const void *key, void *ctx)
 static int read_refs(struct bpf_state *b, struct refs *r)
 {
     memset(r, 0, sizeof(*r));
-    int e = map_walk_keys(bpf_map__fd(b->skel->maps.pending), sizeof(struct hp_pending_key),
-                          ref_pending, r);
+    int e = map_walk(bpf_map__fd(b->skel->maps.pending), sizeof(struct hp_pending_key),
+                     sizeof(struct hp_pending), ref_pending, r);
     if (e == 0)
-        e = map_walk_keys(bpf_map__fd(b->skel->maps.counts), sizeof(struct hp_count_key),
-                          ref_row, r);
+        e = map_walk(bpf_map__fd(b->skel->maps.counts), sizeof(struct hp_count_key),
+                     sizeof(struct hp_counts), ref_row, r);
     if (e) {
         refs_free(r);
         return e;
@@ -129,18 +129,18 @@ static int read_refs(struct bpf_state *b, struct refs *r)
 }
 
 /* walk_fn gathering every key of a map with 64-bit keys (the stacks). */
-static int take_u64_key(int fd, const void *key, void *ctx)
+static int take_u64_key(const void *key, const void *value, void *ctx)
 {
-    (void)fd;
+    (void)value;
     uint64_t id;
     memcpy(&id, key, sizeof(id));
     return set_add(ctx, id);
 }
 
 /* walk_fn gathering every key of a map with 32-bit keys (the shares). */
-static int take_u32_key(int fd, const void *key, void *ctx)
+static int take_u32_key(const void *key, const void *value, void *ctx)
 {
-    (void)fd;
+    (void)value;
     uint32_t tgid;
     memcpy(&tgid, key, sizeof(tgid));
     return set_add(ctx, tgid);
@@ -178,7 +178,7 @@ static int prune_shares(struct bpf_state *b, const struct refs *r)
 {
     int fd = bpf_map__fd(b->skel->maps.shares);
     struct u64_set tgids = {0};
-    int e = map_walk_keys(fd, sizeof(uint32_t), take_u32_key, &tgids);
+    int e = map_walk(fd, sizeof(uint32_t), sizeof(struct hp_share), take_u32_key, &tgids);
     for (size_t i = 0; i < tgids.n; i++) {
         uint32_t tgid = (uint32_t)tgids.v[i];
         if (!set_has(&r->tgids, tgid))
@@ -198,8 +198,8 @@ int bpf_state_prune_stacks(struct bpf_state *b, size_t *pruned)
     int e = kept && gone ? 0 : -ENOMEM;
     /* The stacks first: one stored after this walk is not a candidate. */
     if (e == 0)
-        e = map_walk_keys(bpf_map__fd(b->skel->maps.stacks), sizeof(uint64_t), take_u64_key,
-                          &ids);
+        e = map_walk(bpf_map__fd(b->skel->maps.stacks), sizeof(uint64_t), sizeof(struct hp_stack),
+                     take_u64_key, &ids);
     if (e == 0)
         e = read_refs(b, &before);
     if (e == 0) {
@@ -240,9 +240,9 @@ struct tally {
 };
 
 /* walk_fn of process_shares_count: one more row or live entry for the key's process. */
-static int tally_key(int fd, const void *key, void *ctx)
+static int tally_key(const void *key, const void *value, void *ctx)
 {
-    (void)fd;
+    (void)value;
     const struct tally *t = ctx;
     uint32_t tgid;
     memcpy(&tgid, key, sizeof(tgid)); /* both keys start with the tgid */
@@ -258,11 +258,11 @@ static int tally_key(int fd, const void *key, void *ctx)
 int process_shares_count(struct heapprof *skel)
 {
     struct tally t = {.shares_fd = bpf_map__fd(skel->maps.shares)};
-    int e = map_walk_keys(bpf_map__fd(skel->maps.counts), sizeof(struct hp_count_key), tally_key,
-                          &t);
+    int e = map_walk(bpf_map__fd(skel->maps.counts), sizeof(struct hp_count_key),
+                     sizeof(struct hp_counts), tally_key, &t);
     t.live = true;
     if (e == 0)
-        e = map_walk_keys(bpf_map__fd(skel->maps.live), sizeof(struct hp_live_key), tally_key,
-                          &t);
+        e = map_walk(bpf_map__fd(skel->maps.live), sizeof(struct hp_live_key),
+                     sizeof(struct hp_live), tally_key, &t);
     return e;
 }

@@ -235,9 +235,12 @@ static int start_profiling(const struct options *opts, struct daemon_ctx *ctx,
         return 0;
     }
     fprintf(stderr, "heapprofd: probes attach as %s links, %s sampler, sample interval %llu "
-            "bytes%s%s\n", bpf_state_layout_name(bpf->layout), sampler_name(opts->sampler),
-            (unsigned long long)opts->sample_interval, opts->pin_dir[0] ? ", maps pinned in " : "",
-            opts->pin_dir);
+            "bytes%s%s, Linux %s\n", bpf_state_layout_name(bpf->layout),
+            sampler_name(opts->sampler), (unsigned long long)opts->sample_interval,
+            opts->pin_dir[0] ? ", maps pinned in " : "", opts->pin_dir, bpf->kernel.release);
+    if (bpf->gave_up[0])
+        fprintf(stderr, "heapprofd: this kernel lacks, and heapprofd does without: %s\n",
+                bpf->gave_up);
     ctx->bpf = bpf;
     if (!opts->unwind_fp_only && unwind_manager_init(unwind, bpf) == 0)
         ctx->unwind = unwind;
@@ -378,6 +381,8 @@ int main(int argc, char **argv)
         serve_until_stopped(argc, argv, &opts, &ctx, &sigs);
     }
     sd_notify_send("STOPPING=1");
+    if (ctx.targets)
+        targets_stop_soon(ctx.targets); /* a detach under way skips tidying the maps */
     http_server_stop(server);
     process_watch_stop(ctx.watch);
     free_drain_stop(ctx.free_drain);

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "clock.h"
+#include "entry_families.h"
 #include "holders.h"
 #include "probe_cost.h"
 #include "visible_targets.h"
@@ -45,7 +46,7 @@ static int put_escaped(struct strbuf *b, const char *s)
  * and until when, its cost, and links to its profiles. */
 static int put_row(struct strbuf *b, const struct target_info *t, uint64_t now)
 {
-    char held[64], until[32], cost[256];
+    char held[64], until[32], cost[256], families[64];
     holders_describe(&t->holders, now, held, sizeof(held));
     double left = holders_seconds_left(&t->holders, now);
     if (isinf(left))
@@ -68,6 +69,9 @@ static int put_row(struct strbuf *b, const struct target_info *t, uint64_t now)
         if (e == 0)
             e = put_escaped(b, t->sampler_note);
     }
+    entry_families_describe(t->families, ", ", families, sizeof(families));
+    if (e == 0)
+        e = strbuf_printf(b, "; interposed: %s", families[0] ? families : "none");
     if (e == 0)
         e = strbuf_printf(b,
                           "</td><td>%s</td><td>%s</td><td>%s</td><td>"

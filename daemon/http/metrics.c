@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "clock.h"
+#include "entry_families.h"
 #include "free_ring.h"
 #include "debuginfod_fetch.h"
 #include "hp_limits.h"
@@ -24,6 +25,27 @@ static int emit_metric(struct strbuf *out, const char *name, const char *type, c
     int e = strbuf_printf(out, "# HELP heapprofd_%s %s\n# TYPE heapprofd_%s %s\n", name, help, name,
                           type);
     return e ? e : strbuf_printf(out, "heapprofd_%s %llu\n", name, value);
+}
+
+/* Processes whose flag of the optimized report function could not be set,
+ * by errno (report_opt.h): the log says each cause once. */
+static int emit_report_opt_failures(struct strbuf *out)
+{
+    struct report_opt_failure f[REPORT_OPT_CAUSES];
+    size_t n = report_opt_failures(f);
+    int e = strbuf_printf(out,
+                          "# HELP heapprofd_report_opt_failures_total Processes in which the "
+                          "optimized report function could not be enabled (the plain one is "
+                          "used), by errno.\n"
+                          "# TYPE heapprofd_report_opt_failures_total counter\n");
+    for (size_t i = 0; i < n && e == 0; i++) {
+        const char *name = strerrorname_np(f[i].err);
+        e = name ? strbuf_printf(out, "heapprofd_report_opt_failures_total{errno=\"%s\"} %llu\n",
+                                 name, (unsigned long long)f[i].count)
+                 : strbuf_printf(out, "heapprofd_report_opt_failures_total{errno=\"%d\"} %llu\n",
+                                 f[i].err, (unsigned long long)f[i].count);
+    }
+    return e;
 }
 
 /* Escapes a label value for the Prometheus text format (backslash, quote, newline). */
@@ -118,6 +140,19 @@ static int lines_sampler(struct strbuf *out, const char *name, const char *label
                          r->info->sampler, reason);
 }
 
+/* The entry families its calls reach its sampler by: {pid, comm, family} 1
+ * each (entry_families.h). */
+static int lines_interposed(struct strbuf *out, const char *name, const char *labels,
+                            const struct target_row *r)
+{
+    int e = 0;
+    for (int f = 0; f < ENTRY_FAMILY_COUNT && e == 0; f++)
+        if (r->info->families & (1u << f))
+            e = strbuf_printf(out, "heapprofd_%s{%s,family=\"%s\"} 1\n", name, labels,
+                              entry_family_name((enum entry_family)f));
+    return e;
+}
+
 /* The per-target families, each contiguous as the text format wants: a
  * value after the {pid, comm} labels, or lines with labels of their own. */
 static const struct {
@@ -139,6 +174,11 @@ static const struct {
     {"target_sampler", "gauge",
      "The sampler of each profiled process (reason: why the in-process sampler was not used).",
      NULL, lines_sampler},
+    {"target_interposed", "gauge",
+     "The allocator entry families the process's calls reach its sampler by (c, cxx, jemalloc, "
+     "tcmalloc, mimalloc): probed, or whose relocation slots the in-process sampler took at "
+     "its attach (one series each).",
+     NULL, lines_interposed},
     {"target_detach_in_seconds", "gauge",
      "Seconds until the process is detached unless asked for again (+Inf: held while it runs).",
      value_detach_in, NULL},
@@ -333,6 +373,8 @@ static int write_inprocess_counters(const struct targets_counters *c, struct str
         e = emit_metric(out, "free_ring_drain_errors_total", "counter",
                         "Rings that could not be read or written, or made no sense.", fr.errors);
     if (e == 0)
+        e = emit_report_opt_failures(out);
+    if (e == 0)
         e = strbuf_printf(out,
                           "# HELP heapprofd_uprobe_nop5_optimized Whether this kernel turns a "
                           "uprobe on a 5-byte nop into a trampoline call (1), so that sampled "
@@ -350,6 +392,27 @@ static int write_inprocess_counters(const struct targets_counters *c, struct str
 }
 
 /* The target table's counters; nothing when BPF is unavailable. */
+/* The kernel's release and the BPF features heapprofd probed in it at
+ * start: a 0 is one it does without (the start line says what that costs). */
+static int write_kernel_features(const struct kernel_features *kf, struct strbuf *out)
+{
+    char release[sizeof(kf->release) * 2];
+    label_escape(release, sizeof(release), kf->release);
+    int e = strbuf_printf(out,
+                          "# HELP heapprofd_kernel_info The running kernel's release.\n"
+                          "# TYPE heapprofd_kernel_info gauge\n"
+                          "heapprofd_kernel_info{release=\"%s\"} 1\n"
+                          "# HELP heapprofd_kernel_feature Whether the kernel has a BPF feature "
+                          "heapprofd uses (1), or heapprofd does without it (0); since: the "
+                          "Linux version that brought it (docs/operations.md).\n"
+                          "# TYPE heapprofd_kernel_feature gauge\n",
+                          release);
+    for (int f = 0; f < KF_COUNT && e == 0; f++)
+        e = strbuf_printf(out, "heapprofd_kernel_feature{feature=\"%s\",since=\"%s\"} %d\n",
+                          kernel_feature_name(f), kernel_feature_since(f), kf->has[f] ? 1 : 0);
+    return e;
+}
+
 static int write_target_counters(struct daemon_ctx *ctx, struct strbuf *out)
 {
     struct targets_counters c;
@@ -423,6 +486,8 @@ static int write_target_counters(struct daemon_ctx *ctx, struct strbuf *out)
                           "# TYPE heapprofd_probe_layout gauge\n"
                           "heapprofd_probe_layout{layout=\"%s\"} 1\n",
                           bpf_state_layout_name(ctx->bpf->layout));
+    if (e == 0)
+        e = write_kernel_features(&ctx->bpf->kernel, out);
     if (e == 0)
         e = write_inprocess_counters(&c, out);
     return e;

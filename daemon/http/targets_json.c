@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "clock.h"
+#include "entry_families.h"
 #include "history.h"
 #include "hp_limits.h"
 #include "probe_cost.h"
@@ -104,6 +105,21 @@ static int put_cost(struct strbuf *b, const struct target_info *t)
     return e;
 }
 
+/* The entry families its calls reach the sampler by: "interposed": ["c", ...]. */
+static int put_families(struct strbuf *b, uint32_t mask)
+{
+    int e = strbuf_printf(b, ", \"interposed\": [");
+    int first = 1;
+    for (int f = 0; f < ENTRY_FAMILY_COUNT && e == 0; f++) {
+        if (!(mask & (1u << f)))
+            continue;
+        e = strbuf_printf(b, "%s\"%s\"", first ? "" : ", ",
+                          entry_family_name((enum entry_family)f));
+        first = 0;
+    }
+    return e ? e : strbuf_printf(b, "]");
+}
+
 /* One target's object. */
 static int put_target(struct strbuf *b, const struct target_info *t, const struct hp_counts *totals,
                       struct history *history, uint64_t now, int first)
@@ -122,6 +138,8 @@ static int put_target(struct strbuf *b, const struct target_info *t, const struc
         e = strbuf_printf(b, ", \"sampler\": \"%s\", \"sampler_note\": ", t->sampler);
     if (e == 0)
         e = put_string(b, t->sampler_note);
+    if (e == 0)
+        e = put_families(b, t->families);
     if (e == 0)
         e = strbuf_printf(b,
                           ", \"profiled_seconds\": %.3f, \"inuse_bytes\": %" PRId64

@@ -52,8 +52,8 @@ bool free_ring_wanted(int prog_fd);
 /*
  * Reads the ring of the sampler mapped at `base` in process `pid`, applies
  * every entry written since the last drain through the drain program
- * `prog_fd`, and moves the process's consumer past them. Drains are
- * serialized (one lock for all processes: each takes microseconds).
+ * `prog_fd`, and moves the process's consumer past them. Drains of one
+ * process are serialized; those of different processes run at once.
  * Returns the number of entries applied, or -errno (-ESRCH: the process
  * is gone). With `enable`, the process's frees go through the ring from
  * now on (ring_on is set), if they do not already.

@@ -26,6 +26,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "load_lock.h"
 #include "proc_info.h"
 #include "proc_maps.h"
 #include "remote_stub.h"
@@ -153,7 +154,7 @@ static int adopt(pid_t pid, int mem_fd, const struct sampler_image *img, uint64_
  * pinned maps (a restart), and a stale one only costs a report that finds
  * nothing. */
 static int configure(int mem_fd, const struct sampler_image *img, uint64_t base, uint64_t interval,
-                     const struct inject_plan *plan)
+                     const struct inject_plan *plan, const struct load_lock_place *ll)
 {
     struct hp_sampler_config c;
     memset(&c, 0, sizeof(c));
@@ -174,6 +175,9 @@ static int configure(int mem_fd, const struct sampler_image *img, uint64_t base,
     memcpy(c.orig, plan->orig, sizeof(c.orig));
     c.dl_iterate_phdr = plan->dl_iterate_phdr;
     c.r_debug = plan->r_debug;
+    c.load_lock = ll->lock;
+    c.exe_phdr = ll->exe_phdr;
+    c.exe_phnum = ll->exe_phnum;
     c.free_ring = plan->free_ring;
     sampling_fill_log2_table(c.log2_table);
     uint64_t at = sampler_image_symbol(img, HP_SAMPLER_CONFIG_SYM);
@@ -198,6 +202,7 @@ struct job {
     inject_check_fn check;
     inject_ready_fn ready;
     void *arg;
+    struct load_lock_place ll; /* the loader's lock the installer walks under */
     /* state */
     struct inject_state *s;
     const struct sampler_image *img;
@@ -320,6 +325,19 @@ static int report_offsets(struct job *j)
     return 0;
 }
 
+/* What an installer's error means, for the fallback's reason. */
+static const char *installer_why(int64_t result)
+{
+    switch (result) {
+    case -EAGAIN: return " (the dynamic linker was loading a module)";
+    case -EBUSY: return " (the dynamic linker's load lock stayed held: a dlopen running "
+                        "long constructors?)";
+    case -EOWNERDEAD: return " (the dynamic linker's load lock is held by a thread that is "
+                             "not in this process: copied held by a fork)";
+    default: return "";
+    }
+}
+
 /* Runs the installer's operation `op` in the stopped thread and reads its
  * report. */
 static int remote_install(struct job *j, long op)
@@ -352,8 +370,7 @@ static int remote_install(struct job *j, long op)
         return -EIO;
     if (s->status.result < 0) {
         snprintf(j->err, j->errlen, "process %d: the sampler's installer: %s%s", (int)j->pid,
-                 strerror((int)-s->status.result),
-                 s->status.result == -EAGAIN ? " (the dynamic linker was loading a module)" : "");
+                 strerror((int)-s->status.result), installer_why(s->status.result));
         return (int)s->status.result;
     }
     return 0;
@@ -367,7 +384,7 @@ static int attach_stopped(struct job *j)
         e = write_stub(j);
     if (e == 0)
         e = place_sampler(j);
-    if (e == 0 && (e = configure(j->mem_fd, j->img, j->s->base, j->interval, j->plan)) != 0)
+    if (e == 0 && (e = configure(j->mem_fd, j->img, j->s->base, j->interval, j->plan, &j->ll)) != 0)
         snprintf(j->err, j->errlen, "configure the sampler in process %d: %s", (int)j->pid,
                  strerror(-e));
     if (e == 0 && j->ready)
@@ -381,8 +398,9 @@ static int attach_stopped(struct job *j)
         e = -ENOENT;
     }
     if (e && e != -ETIMEDOUT && j->s->base && (j->s->memfd >= 0 || j->s->shared)) {
-        /* Whatever the installer took goes back; the wrappers forward. */
-        if (e != -ENOENT && !j->abandoned && remote_install(j, HP_REMOTE_UNINSTALL) != 0)
+        /* Whatever the installer took goes back; the wrappers forward. An
+         * installer that could not have the loader's lock took nothing. */
+        if (e != -ENOENT && e != -EBUSY && e != -EOWNERDEAD && !j->abandoned && remote_install(j, HP_REMOTE_UNINSTALL) != 0)
             fprintf(stderr, "heapprofd: pid %d: the slots taken could not be given back; the "
                     "sampler only forwards\n", (int)j->pid);
         disable(j->mem_fd, j->img, j->s->base);
@@ -525,8 +543,8 @@ int inject_attach(pid_t pid, uint64_t start_time, const struct inject_plan *plan
     j.img = sampler_image_get(err, errlen);
     if (!j.img)
         return -ENOEXEC;
-    if (!plan->dl_iterate_phdr || !plan->r_debug || !plan->orig[HP_E_MALLOC] ||
-        !plan->orig[HP_E_FREE]) {
+    if (!plan->dl_iterate_phdr || !plan->r_debug || !plan->orig[HP_E_malloc] ||
+        !plan->orig[HP_E_free]) {
         snprintf(err, errlen, "process %d: no dynamic linker list and walk to find its "
                  "relocation slots (a static executable?)", (int)pid);
         return -ENOENT;
@@ -535,7 +553,9 @@ int inject_attach(pid_t pid, uint64_t start_time, const struct inject_plan *plan
         snprintf(err, errlen, "process %d runs with a shadow stack", (int)pid);
         return -EPERM;
     }
-    int e = run_on_own_thread(&j);
+    int e = load_lock_find(pid, &j.ll, err, errlen);
+    if (e == 0)
+        e = run_on_own_thread(&j);
     if (e)
         inject_state_close(out);
     return e;

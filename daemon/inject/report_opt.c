@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,6 +40,8 @@ static const unsigned char nop_ret[] = {0x90, 0xc3};
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static struct report_opt_kernel found = {.optimizes = -1}; /* under lock */
+static struct report_opt_failure failures[REPORT_OPT_CAUSES]; /* under lock */
+static size_t nfailures;                                       /* under lock */
 
 /* Whether process `pid` (0: this one) has a mapping named `name` holding `addr`
  * (addr 0: anywhere). */
@@ -214,7 +217,39 @@ static int safe_to_call(pid_t pid, int mem_fd, uint64_t at)
     return has_mapping(pid, "[uprobes-trampoline]", at + 5 + (uint64_t)(int64_t)rel);
 }
 
-int report_opt_enable(pid_t pid, uint64_t base, int64_t wipeonfork)
+/* Counts a failure of report_opt_enable() by its errno, and says it the
+ * first time that errno is seen. */
+static void note_failure(pid_t pid, int err)
+{
+    pthread_mutex_lock(&lock);
+    size_t i = 0;
+    while (i < nfailures && failures[i].err != err)
+        i++;
+    bool first = false;
+    if (i == nfailures && nfailures < REPORT_OPT_CAUSES) {
+        failures[nfailures++].err = err;
+        first = true;
+    } else if (i == nfailures) {
+        i = REPORT_OPT_CAUSES - 1; /* a cause past the table's: counted with the last */
+    }
+    failures[i].count++;
+    pthread_mutex_unlock(&lock);
+    if (first)
+        fprintf(stderr, "heapprofd: pid %d: the optimized report function could not be "
+                "enabled (%s); the plain one is used. Said once per cause; "
+                "heapprofd_report_opt_failures_total counts them\n", (int)pid, strerror(err));
+}
+
+size_t report_opt_failures(struct report_opt_failure *out)
+{
+    pthread_mutex_lock(&lock);
+    size_t n = nfailures;
+    memcpy(out, failures, n * sizeof(*out));
+    pthread_mutex_unlock(&lock);
+    return n;
+}
+
+static int enable(pid_t pid, uint64_t base, int64_t wipeonfork)
 {
     char err[128];
     const struct sampler_image *img = sampler_image_get(err, sizeof(err));
@@ -237,4 +272,12 @@ int report_opt_enable(pid_t pid, uint64_t base, int64_t wipeonfork)
         set = -EIO;
     close(mem_fd);
     return set;
+}
+
+int report_opt_enable(pid_t pid, uint64_t base, int64_t wipeonfork)
+{
+    int e = enable(pid, base, wipeonfork);
+    if (e < 0)
+        note_failure(pid, -e);
+    return e;
 }

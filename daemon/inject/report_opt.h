@@ -53,8 +53,23 @@ struct report_opt_kernel report_opt_get(void);
  * parent's probe was optimized holds a call to a trampoline it does not
  * have: it keeps the plain function). `wipeonfork` is what the installer's
  * madvise returned: the flag is set only where it is 0. Returns 1 if set,
- * 0 if not, -errno.
+ * 0 if not, -errno. A failure is counted by its errno and logged once per
+ * errno, not once per process (a storm of short-lived fork children each
+ * gone before its flag is written would otherwise fill the log).
  */
 int report_opt_enable(pid_t pid, uint64_t base, int64_t wipeonfork);
+
+/* How many report_opt_enable() calls failed with one errno. */
+struct report_opt_failure {
+    int err;        /* the positive errno */
+    uint64_t count;
+};
+
+/* The most distinct errnos counted; others are counted under the last. */
+#define REPORT_OPT_CAUSES 8
+
+/* Copies the failures counted so far, by errno, into `out` (at most
+ * REPORT_OPT_CAUSES); returns how many. */
+size_t report_opt_failures(struct report_opt_failure *out);
 
 #endif

@@ -485,6 +485,35 @@ int elf_file_find_function(const struct elf_file *ef, const char *name, bool dyn
     return 0;
 }
 
+int elf_file_find_dynamic_object(const struct elf_file *ef, const char *name,
+                                 struct elf_symbol *out)
+{
+    Elf_Scn *scn = NULL;
+    GElf_Shdr sh;
+    while ((scn = elf_nextscn(ef->elf, scn)))
+        if (gelf_getshdr(scn, &sh) && sh.sh_type == SHT_DYNSYM)
+            break;
+    Elf_Data *d = scn ? elf_getdata(scn, NULL) : NULL;
+    if (!d || sh.sh_entsize == 0)
+        return -ENOENT;
+    for (size_t i = 1; i < sh.sh_size / sh.sh_entsize; i++) {
+        GElf_Sym sym;
+        if (!gelf_getsym(d, (int)i, &sym) || GELF_ST_TYPE(sym.st_info) != STT_OBJECT ||
+            sym.st_shndx == SHN_UNDEF)
+            continue;
+        const char *n = elf_strptr(ef->elf, sh.sh_link, sym.st_name);
+        if (n && strcmp(n, name) == 0) {
+            out->name = n;
+            out->vaddr = sym.st_value;
+            out->size = sym.st_size;
+            if (elf_file_vaddr_to_offset(ef, sym.st_value, &out->file_offset))
+                out->file_offset = 0;
+            return 0;
+        }
+    }
+    return -ENOENT;
+}
+
 bool elf_file_exports_function(const struct elf_file *ef, const char *name)
 {
     return lookup_name(&ef->dynsym, name) != NULL;

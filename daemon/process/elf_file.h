@@ -67,6 +67,12 @@ int elf_file_offset_to_vaddr(const struct elf_file *ef, uint64_t offset, uint64_
 int elf_file_find_function(const struct elf_file *ef, const char *name, bool dynamic_only,
                            struct elf_symbol *out);
 
+/* The defined data object (STT_OBJECT) named `name` in .dynsym, read from
+ * the file at each call (objects are not kept): the dynamic linker's
+ * `_rtld_global`, for instance. -ENOENT if not defined here. */
+int elf_file_find_dynamic_object(const struct elf_file *ef, const char *name,
+                                 struct elf_symbol *out);
+
 /* Whether `name` is a defined function in .dynsym. */
 bool elf_file_exports_function(const struct elf_file *ef, const char *name);
 

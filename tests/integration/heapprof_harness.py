@@ -8,7 +8,7 @@ pprof_raw.py (profiles read by `go tool pprof`), prometheus_text.py
 Environment (set by tests/integration/CMakeLists.txt):
   HEAPPROFD  path of the heapprofd binary
   WORKLOADS  directory of the built workloads (build/tests/workloads)
-  HEAPPROF_SANITIZED  "1" when the daemon is built with ASan+UBSan
+  HEAPPROF_SANITIZED  "1" when the daemon is built with ASan+UBSan or TSan
   CI         "true" on CI. These tests never skip: a missing BPF, a daemon
              that does not start or a missing `go` is a failure, with the
              reason, in CI and outside it alike.
@@ -101,9 +101,11 @@ DETACH_TIMEOUT_S = 30.0
 # Where libjemalloc2 installs jemalloc on Debian.
 JEMALLOC = "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2"
 
-# Lines that start a sanitizer report on stderr: ASan and LSan errors, and
-# UBSan's "file:line:col: runtime error: ..." (fatal: -fno-sanitize-recover).
-SANITIZER_MARKERS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", ": runtime error: ")
+# Lines that start a sanitizer report on stderr: ASan and LSan errors,
+# UBSan's "file:line:col: runtime error: ..." (fatal: -fno-sanitize-recover),
+# and TSan's races and lock-order inversions (build-tsan).
+SANITIZER_MARKERS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", ": runtime error: ",
+                     "WARNING: ThreadSanitizer")
 
 
 def free_port():
@@ -243,8 +245,9 @@ class Daemon:
         return False
 
     def sanitizer_report(self):
-        """True if stderr holds an ASan, LSan or UBSan report (builds with
-        HEAPPROF_SANITIZE=ON; a plain build never prints one)."""
+        """True if stderr holds an ASan, LSan, UBSan or TSan report (builds
+        with HEAPPROF_SANITIZE=ON or HEAPPROF_TSAN=ON; a plain build never
+        prints one)."""
         return any(marker in line for line in self.stderr().splitlines()
                    for marker in SANITIZER_MARKERS)
 

@@ -209,7 +209,12 @@ def metrics_once_picked_up(d, pid, timeout=15):
         time.sleep(0.2)
 
 
-class InprocessTest(unittest.TestCase):
+class CyclesTest(unittest.TestCase):
+    """Injections and removals, and kills at every point of one, on the
+    stress workload's 16 busy threads at the lowest priority: run alone
+    (integration.inprocess.timed), since on a busy machine a stop of one of
+    them may take over the 1 s it may take (THREAD_STOP_TIMEOUT_MS)."""
+
     def test_100_attach_detach_cycles_while_16_threads_allocate(self):
         """The injection library alone, 100 times (a daemon start per cycle
         would take minutes here), then a few cycles through heapprofd."""
@@ -300,6 +305,10 @@ class InprocessTest(unittest.TestCase):
                 d.check_alive()
             status, _ = d.get("/healthz")
             h.check_equal(status, 200, "healthz after the kills")
+
+
+class InprocessTest(unittest.TestCase):
+    """The choice of the sampler, real programs and the sampler's file."""
 
     def test_traced_process_falls_back_to_uprobes_with_the_reason(self):
         with Stress() as w, h.Daemon("--sampler", "inprocess") as d:

@@ -77,8 +77,10 @@ class WebTest(unittest.TestCase):
 
         h.check_equal(seen["console_errors"], [], "errors in the browser's console")
         h.check_equal(seen["index_row"][:2], [str(w.pid), "exact"], "the index row (pid, command)")
-        for column in ("in use", "allocation rate", "profiled for", "held by", "cost"):
+        for column in ("in use", "allocation rate", "profiled for", "held by", "cost", "sampler"):
             h.check(column in seen["index_headers"], f"no '{column}' column: {seen['index_headers']}")
+        sampler = seen["index_row"][seen["index_headers"].index("sampler")]
+        h.check(sampler.endswith(": c"), f"the sampler column names no entry family: {sampler!r}")
         h.check_equal(seen["title"], f"exact (pid {w.pid})", "the process page's title")
 
         inuse = seen["inuse"]

@@ -172,6 +172,71 @@ static void processes_without_entries_are_not_walked(void)
     CHECK_INT_EQ(f.counts, 0);
 }
 
+/* Sets the share record of `tgid` to say it made `rows` count rows. */
+static void set_rows(uint32_t tgid, int rows)
+{
+    struct hp_share s = {.stacks = 1, .rows = rows};
+    CHECK_INT_EQ(bpf_map_update_elem(bpf_map__fd(bpf.skel->maps.shares), &tgid, &s, BPF_ANY), 0);
+}
+
+/* The rows of one process are read by key from the index while it knows
+ * as many as the share record counts; a row made since (the count moved)
+ * sends the read through one walk, which finds it. */
+static void rows_made_after_a_read_are_read_too(void)
+{
+    struct stack_counts *counts = NULL;
+    size_t n = 0;
+    put_row(TGID_A, 1);
+    put_row(TGID_A, 2);
+    put_row(TGID_B, 1);
+    set_rows(TGID_A, 2);
+    set_rows(TGID_B, 1);
+    CHECK_INT_EQ(bpf_state_read_counts(&bpf, TGID_A, &counts, &n), 0);
+    CHECK_INT_EQ(n, 2);
+    free(counts);
+    put_row(TGID_A, 3);
+    set_rows(TGID_A, 3);
+    CHECK_INT_EQ(bpf_state_read_counts(&bpf, TGID_A, &counts, &n), 0);
+    CHECK_INT_EQ(n, 3);
+    free(counts);
+    CHECK_INT_EQ(bpf_state_read_counts(&bpf, TGID_B, &counts, &n), 0);
+    CHECK_INT_EQ(n, 1);
+    free(counts);
+    uint32_t both[2] = {TGID_A, TGID_B};
+    CHECK_INT_EQ(bpf_state_forget_processes(&bpf, both, 2, true), 0);
+    struct map_fill f;
+    CHECK_INT_EQ(bpf_state_map_fill(&bpf, &f), 0);
+    CHECK_INT_EQ(f.counts, 0);
+    /* Forgotten: a process of the same pid starts with no rows. */
+    put_row(TGID_A, 4);
+    set_rows(TGID_A, 1);
+    CHECK_INT_EQ(bpf_state_read_counts(&bpf, TGID_A, &counts, &n), 0);
+    CHECK_INT_EQ(n, 1);
+    CHECK_INT_EQ(counts[0].stack_id, 4);
+    free(counts);
+    CHECK_INT_EQ(bpf_state_forget_process(&bpf, TGID_A), 0);
+}
+
+/* A walk spans many batches: more rows than one batch holds are all seen,
+ * and forgotten. */
+static void walks_see_every_batch(void)
+{
+    enum { ROWS = 20000 }; /* over two batches of map_walk.c's 8192 */
+    for (uint64_t id = 1; id <= ROWS; id++)
+        put_row(TGID_B, id);
+    set_rows(TGID_B, ROWS);
+    struct map_fill f;
+    CHECK_INT_EQ(bpf_state_map_fill(&bpf, &f), 0);
+    CHECK_INT_EQ(f.counts, ROWS);
+    struct hp_counts totals;
+    uint32_t tgid = TGID_B;
+    CHECK_INT_EQ(bpf_state_process_totals(&bpf, &tgid, 1, &totals), 0);
+    CHECK_INT_EQ(totals.alloc_objects, ROWS);
+    CHECK_INT_EQ(bpf_state_forget_process(&bpf, TGID_B), 0);
+    CHECK_INT_EQ(bpf_state_map_fill(&bpf, &f), 0);
+    CHECK_INT_EQ(f.counts, 0);
+}
+
 int main(void)
 {
     char err[1024];
@@ -184,6 +249,8 @@ int main(void)
     RUN_TEST(stacks_nothing_names_are_pruned);
     RUN_TEST(shares_are_counted_from_the_maps);
     RUN_TEST(processes_without_entries_are_not_walked);
+    RUN_TEST(rows_made_after_a_read_are_read_too);
+    RUN_TEST(walks_see_every_batch);
     RUN_TEST(walks_that_fail_are_errors_not_empty_maps); /* last: it breaks the counts map */
     bpf_state_close(&bpf);
     return check_exit_code();
