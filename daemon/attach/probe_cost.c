@@ -144,10 +144,13 @@ static void calibration_plan(const struct calibration_code *c, struct allocator_
  * PROBE_COST_RUNS runs of the probed pair and its bare twins in turn: each
  * run's pair back to back, so that the machine's load, which changes the
  * cost of a trap by 2x here, weighs on both alike. */
-static void time_runs(const struct calibration_code *c, uint64_t *added, uint64_t *bare)
+static int time_runs(const struct calibration_code *c, const atomic_int *stop, uint64_t *added,
+                     uint64_t *bare)
 {
     uint64_t diffs[PROBE_COST_RUNS], bares[PROBE_COST_RUNS];
     for (int r = 0; r < PROBE_COST_RUNS; r++) {
+        if (atomic_load(stop))
+            return -ECANCELED;
         bares[r] = time_calls(&c->bare);
         uint64_t probed = time_calls(&c->probed);
         diffs[r] = probed > bares[r] ? probed - bares[r] : 0;
@@ -156,6 +159,7 @@ static void time_runs(const struct calibration_code *c, uint64_t *added, uint64_
     qsort(bares, PROBE_COST_RUNS, sizeof(bares[0]), by_value);
     *added = diffs[PROBE_COST_RUNS / 2];
     *bare = bares[PROBE_COST_RUNS / 2];
+    return 0;
 }
 
 /* A process of ours that only waits, for links that stand for another
@@ -183,8 +187,8 @@ static pid_t start_sharer(void)
  * targets of the same library have. The hits a pair come from the spare
  * slot's counter. */
 static int time_probed(struct bpf_state *bpf, const struct calibration_code *c,
-                       const struct allocator_plan *plan, struct probe_cost *out,
-                       uint64_t added[3], char *err, size_t errlen)
+                       const struct allocator_plan *plan, const atomic_int *stop,
+                       struct probe_cost *out, uint64_t added[3], char *err, size_t errlen)
 {
     struct probe_links mine = {0}, others[1 + PROBE_COST_SHARERS];
     pid_t sharers[1 + PROBE_COST_SHARERS];
@@ -193,10 +197,10 @@ static int time_probed(struct bpf_state *bpf, const struct calibration_code *c,
     int e = bpf_state_zero_hits(bpf, HP_SPARE_SLOT);
     if (e == 0)
         e = probe_links_attach(bpf, getpid(), HP_SPARE_SLOT, plan, &mine, err, errlen);
-    if (e == 0) {
-        time_runs(c, &added[0], &bare);
+    if (e == 0)
+        e = time_runs(c, stop, &added[0], &bare);
+    if (e == 0)
         e = bpf_state_read_hits(bpf, HP_SPARE_SLOT, &hits);
-    }
     out->bare_ns = bare / PROBE_COST_CALLS;
     int n = 0;
     for (; n < 1 + PROBE_COST_SHARERS && e == 0; n++) {
@@ -207,7 +211,7 @@ static int time_probed(struct bpf_state *bpf, const struct calibration_code *c,
         }
         e = probe_links_attach(bpf, sharers[n], HP_SPARE_SLOT, plan, &others[n], err, errlen);
         if (e == 0 && (n == 0 || n == PROBE_COST_SHARERS))
-            time_runs(c, &added[n == 0 ? 1 : 2], &bare);
+            e = time_runs(c, stop, &added[n == 0 ? 1 : 2], &bare);
     }
     probe_links_release(&mine);
     for (int k = 0; k < n; k++) {
@@ -215,6 +219,8 @@ static int time_probed(struct bpf_state *bpf, const struct calibration_code *c,
         kill(sharers[k], SIGKILL);
         waitpid(sharers[k], NULL, 0);
     }
+    if (e == -ECANCELED)
+        snprintf(err, errlen, "stopped before it was done");
     if (e == 0 && hits == 0) {
         snprintf(err, errlen, "the probes on the calibration's calloc and free never ran");
         e = -ENOENT;
@@ -223,7 +229,8 @@ static int time_probed(struct bpf_state *bpf, const struct calibration_code *c,
     return e;
 }
 
-int probe_cost_calibrate(struct bpf_state *bpf, struct probe_cost *out, char *err, size_t errlen)
+int probe_cost_calibrate(struct bpf_state *bpf, const atomic_int *stop, struct probe_cost *out,
+                         char *err, size_t errlen)
 {
     struct calibration_code code;
     struct allocator_plan plan;
@@ -233,7 +240,7 @@ int probe_cost_calibrate(struct bpf_state *bpf, struct probe_cost *out, char *er
     if (e)
         return e;
     calibration_plan(&code, &plan);
-    e = time_probed(bpf, &code, &plan, out, added, err, errlen);
+    e = time_probed(bpf, &code, &plan, stop, out, added, err, errlen);
     code_free(&code);
     if (e)
         return e;

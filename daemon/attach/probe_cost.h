@@ -28,6 +28,7 @@
 #define HEAPPROF_PROBE_COST_H
 
 #include <stddef.h>
+#include <stdatomic.h>
 #include <stdint.h>
 
 #include "bpf_state.h"
@@ -61,10 +62,13 @@ struct probe_cost {
  * overflowing size: the program returns at once) and free (a pointer never
  * sampled: one lookup), as a malloc+free pair is, and an unprobed twin pair
  * as often, in turn, PROBE_COST_RUNS times, in the daemon's own thread.
+ * `stop` is read before each run: set, the calibration gives up (-ECANCELED)
+ * within one run, so that a daemon told to stop does not wait for it (under
+ * qemu without KVM a hit costs ~50 us and the whole took ~50 s).
  * 0, or -errno with why in `err`.
  */
-int probe_cost_calibrate(struct bpf_state *bpf, struct probe_cost *out, char *err,
-                         size_t errlen);
+int probe_cost_calibrate(struct bpf_state *bpf, const atomic_int *stop, struct probe_cost *out,
+                         char *err, size_t errlen);
 
 /* The estimate for one process. */
 struct cost_estimate {

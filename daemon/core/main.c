@@ -8,6 +8,7 @@
  */
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -125,6 +126,7 @@ static void reload(int argc, char **argv, struct options *opts, struct daemon_ct
 struct calibration {
     pthread_t thread;
     int started;
+    atomic_int stop; /* set when the daemon stops: the calibration gives up */
     struct targets *targets;
 };
 
@@ -134,8 +136,10 @@ static void *calibrate(void *arg)
     struct calibration *c = arg;
     struct probe_cost cost;
     char err[512];
-    if (probe_cost_calibrate(c->targets->bpf, &cost, err, sizeof(err)) != 0) {
-        fprintf(stderr, "heapprofd: no cost estimates: calibrating a probe hit: %s\n", err);
+    int e = probe_cost_calibrate(c->targets->bpf, &c->stop, &cost, err, sizeof(err));
+    if (e) {
+        if (e != -ECANCELED) /* the daemon is stopping: nothing to say */
+            fprintf(stderr, "heapprofd: no cost estimates: calibrating a probe hit: %s\n", err);
         return NULL;
     }
     targets_set_cost(c->targets, &cost);
@@ -388,8 +392,10 @@ int main(int argc, char **argv)
     free_drain_stop(ctx.free_drain);
     if (ctx.history)
         history_destroy(ctx.history); /* its thread reads the targets */
-    if (cal.started)
+    if (cal.started) {
+        atomic_store(&cal.stop, 1);
         pthread_join(cal.thread, NULL); /* its links use the BPF object */
+    }
     /* Probes go; with pinned maps the counts stay for the next daemon. */
     if (ctx.targets)
         targets_destroy(ctx.targets, opts.pin_dir[0] != '\0');
