@@ -84,9 +84,10 @@ SANITIZED = os.environ.get("HEAPPROF_SANITIZED") == "1"
 # How long the daemon may take to print its listening line (BPF load,
 # attach). It takes about 1 s here; the verifier's work is CPU-bound, so on
 # 2 cores shared with a parallel build or a sanitized test run it has taken
-# over 10 s. This only bounds how long a daemon that never starts is waited
-# for, so it is generous.
-LISTEN_TIMEOUT_S = 45.0
+# over 10 s, and over 45 s beside two qemu guests, three sanitized trees and
+# other sessions' builds. This only bounds how long a daemon that never
+# starts is waited for, so it is generous.
+LISTEN_TIMEOUT_S = 90.0
 # How long one HTTP request may take; a delta profile adds its seconds.
 REQUEST_TIMEOUT_S = 60.0
 # How long a workload may take to print "ready"; "done" has its own timeout.
