@@ -98,10 +98,10 @@ enum hp_stat {
     HP_STAT_FREE_RING_FULL,    /* in-process: frees that found the ring full and trapped */
     HP_STAT_RETURNS_UNCHECKED, /* sampled calls on a kernel whose return_instances could
                                 * not be read (CO-RE): hidden return addresses not recovered */
-    HP_STAT_OWNER_SHARE_STACKS, /* a new stack or (process, stack) row refused: the process's
-                                 * owner (real uid) holds its share (hp_owner_share): dropped */
-    HP_STAT_OWNER_SHARE_LIVE,   /* a live entry refused: the owner holds its share of the
-                                 * live map; allocation not tracked for in-use */
+    HP_STAT_OWNER_STACKS,      /* a new stack or (process, stack) row refused: the process's
+                                * owner (real uid) holds its share (hp_owner_share): dropped */
+    HP_STAT_OWNER_LIVE,        /* a live entry refused: the owner holds its share of the
+                                * live map; allocation not tracked for in-use */
     HP_STAT_COUNT,
 };
 

@@ -109,7 +109,7 @@ static __always_inline void record(__u32 tgid, __u64 ptr, __u64 size, __u64 stac
     struct hp_counts *c = bpf_map_lookup_elem(&counts, &ck);
     if (!c) {
         if (share_refuses(s->rows, row_share, HP_STAT_SHARE_STACKS) ||
-            (o && share_refuses(o->rows, row_owner_share, HP_STAT_OWNER_SHARE_STACKS)))
+            (o && share_refuses(o->rows, row_owner_share, HP_STAT_OWNER_STACKS)))
             return;
         struct hp_counts zero = {};
         if (bpf_map_update_elem(&counts, &ck, &zero, BPF_NOEXIST) == 0) {
@@ -130,7 +130,7 @@ static __always_inline void record(__u32 tgid, __u64 ptr, __u64 size, __u64 stac
      * (before we attached, or by a path we do not probe). */
     untrack(tgid, ptr, ~0ULL);
     if (share_refuses(s->live, live_share, HP_STAT_SHARE_LIVE) ||
-        (o && share_refuses(o->live, live_owner_share, HP_STAT_OWNER_SHARE_LIVE))) {
+        (o && share_refuses(o->live, live_owner_share, HP_STAT_OWNER_LIVE))) {
         count_stat(HP_STAT_SAMPLES); /* counted, as with a full live map, but not in use */
         return;
     }

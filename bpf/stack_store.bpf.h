@@ -63,8 +63,7 @@ static __always_inline __u64 store_stack(const struct hp_stack *st, struct hp_sh
                 return 0;
             }
             struct hp_share *owner = owner_of(share);
-            if (owner &&
-                share_refuses(owner->stacks, stack_owner_share, HP_STAT_OWNER_SHARE_STACKS))
+            if (owner && share_refuses(owner->stacks, stack_owner_share, HP_STAT_OWNER_STACKS))
                 return 0;
             long err = bpf_map_update_elem(&stacks, &id, st, BPF_NOEXIST);
             if (err == 0) {

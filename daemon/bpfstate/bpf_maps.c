@@ -565,8 +565,8 @@ const char *bpf_state_stat_name(enum hp_stat s)
         [HP_STAT_FREES_RING_LATER] = "frees_through_ring_of_an_earlier_life",
         [HP_STAT_FREE_RING_FULL] = "frees_trapped_ring_full",
         [HP_STAT_RETURNS_UNCHECKED] = "return_addresses_unchecked",
-        [HP_STAT_OWNER_SHARE_STACKS] = "samples_dropped_owner_stack_share",
-        [HP_STAT_OWNER_SHARE_LIVE] = "allocations_untracked_owner_live_share",
+        [HP_STAT_OWNER_STACKS] = "samples_dropped_owner_stack_share",
+        [HP_STAT_OWNER_LIVE] = "allocations_untracked_owner_live_share",
     };
     return (unsigned)s < HP_STAT_COUNT ? names[s] : "unknown";
 }

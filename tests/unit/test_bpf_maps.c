@@ -141,8 +141,8 @@ static void owners_lose_what_a_forgotten_process_held(void)
     struct hp_share sum = {.stacks = 3, .rows = 3, .live = 4, .uid = uid};
     CHECK_INT_EQ(bpf_map_update_elem(shares, &ta, &a, BPF_ANY), 0);
     CHECK_INT_EQ(bpf_map_update_elem(shares, &tb, &b, BPF_ANY), 0);
-    CHECK_INT_EQ(
-        bpf_map_update_elem(bpf_map__fd(bpf.skel->maps.owner_shares), &uid, &sum, BPF_ANY), 0);
+    int owners = bpf_map__fd(bpf.skel->maps.owner_shares);
+    CHECK_INT_EQ(bpf_map_update_elem(owners, &uid, &sum, BPF_ANY), 0);
 
     CHECK_INT_EQ(bpf_state_forget_process(&bpf, TGID_A), 0);
     struct hp_share o = {0};
