@@ -98,6 +98,10 @@ enum hp_stat {
     HP_STAT_FREE_RING_FULL,    /* in-process: frees that found the ring full and trapped */
     HP_STAT_RETURNS_UNCHECKED, /* sampled calls on a kernel whose return_instances could
                                 * not be read (CO-RE): hidden return addresses not recovered */
+    HP_STAT_OWNER_STACKS,      /* a new stack or (process, stack) row refused: the process's
+                                * owner (real uid) holds its share (hp_owner_share): dropped */
+    HP_STAT_OWNER_LIVE,        /* a live entry refused: the owner holds its share of the
+                                * live map; allocation not tracked for in-use */
     HP_STAT_COUNT,
 };
 
@@ -133,12 +137,14 @@ struct hp_live_key {
 /* What one process holds of the shared maps (the `shares` map's value,
  * keyed by tgid): stacks it added to the stacks map, its rows in the
  * counts map, its entries in the live map. Signed, so that a count that
- * went below zero (entries that predate it) reads as room, not as full. */
+ * went below zero (entries that predate it) reads as room, not as full.
+ * The same record, keyed by uid, sums what one owner's processes hold
+ * (the `owner_shares` map). */
 struct hp_share {
     __s32 stacks;
     __s32 rows;
     __s32 live;
-    __s32 pad;
+    __u32 uid; /* shares: the process's real uid, whose owner record its counts are in */
 };
 
 /* A sampled allocation still alive, with the weights it added. */

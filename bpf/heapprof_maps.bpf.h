@@ -97,6 +97,18 @@ struct {
     __type(value, struct hp_share);
 } shares SEC(".maps");
 
+/* What each owner's (real uid's) processes hold together (hp_owner_share):
+ * the sum of their share records, which name the owner. As many entries
+ * as share records, so every owner has room; the daemon deletes an
+ * owner's record once it holds nothing. Not pinned, like shares. */
+struct {
+    __uint(type, BPF_MAP_TYPE_HASH);
+    __uint(max_entries, HP_MAX_SHARES);
+    __uint(map_flags, BPF_F_NO_PREALLOC);
+    __type(key, __u32);
+    __type(value, struct hp_share);
+} owner_shares SEC(".maps");
+
 /* The processes on the in-process sampler whose reports count. The report
  * probes are attached once, for every process that maps the shared
  * sampler file (docs/sampler.md): a process that maps it without being

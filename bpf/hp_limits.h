@@ -93,6 +93,24 @@ static inline __u32 hp_process_share(__u32 capacity)
     return share >= HP_SHARE_FLOOR ? share : 0;
 }
 
+/*
+ * The share of the stacks, counts and live maps the processes of one owner
+ * (real uid) may hold together: an owner may have many processes attached
+ * (--max-targets-per-uid), and eight of them at 1/8 each would fill the
+ * maps. A quarter leaves three quarters to root and to other owners; a
+ * process still holds at most its own eighth. Root's processes have no
+ * owner bound (docs/security.md). No bound where maps are too small for a
+ * process share.
+ */
+#define HP_OWNER_SHARE_DIVISOR 4
+
+/* The entries one owner's processes may hold of a map of `capacity`
+ * entries; 0: no bound. */
+static inline __u32 hp_owner_share(__u32 capacity)
+{
+    return hp_process_share(capacity) ? capacity / HP_OWNER_SHARE_DIVISOR : 0;
+}
+
 /* Processes with a share at once: the targets, those whose counts stay
  * after they exit, and a margin for processes in the middle of being
  * forgotten. 16 bytes and a key each, allocated on use. */

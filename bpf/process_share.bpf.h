@@ -10,8 +10,14 @@
  * tested before them, so concurrent calls of one process may pass the
  * bound by at most one entry per CPU.
  *
- * The daemon deletes a process's entry when it forgets the process's
- * counts, and counts the entries again from the pinned maps at load.
+ * What a process holds is also counted in its owner's record (its real
+ * uid at its first sample, bpf_get_current_uid_gid: the probes run in the
+ * process), bounded by hp_owner_share, so that many processes of one user
+ * cannot fill the maps either. Root's processes have no owner record.
+ *
+ * The daemon deletes a process's entry, and takes its counts out of its
+ * owner's, when it forgets the process's counts, and counts the entries
+ * again from the pinned maps at load.
  * Included by stack_store.bpf.h and sample_store.bpf.h.
  */
 #ifndef HEAPPROF_PROCESS_SHARE_BPF_H
@@ -29,6 +35,10 @@
 const volatile __u32 stack_share = HP_MAX_STACKS / HP_SHARE_DIVISOR;
 const volatile __u32 row_share = HP_MAX_COUNTS / HP_SHARE_DIVISOR;
 const volatile __u32 live_share = HP_MAX_LIVE / HP_SHARE_DIVISOR;
+/* The same for an owner's processes together (hp_owner_share). */
+const volatile __u32 stack_owner_share = HP_MAX_STACKS / HP_OWNER_SHARE_DIVISOR;
+const volatile __u32 row_owner_share = HP_MAX_COUNTS / HP_OWNER_SHARE_DIVISOR;
+const volatile __u32 live_owner_share = HP_MAX_LIVE / HP_OWNER_SHARE_DIVISOR;
 
 /* The share record of process `tgid`, made on its first use; NULL when
  * the shares map is full (the caller refuses what it would add). */
@@ -37,9 +47,27 @@ static __always_inline struct hp_share *share_of(__u32 tgid)
     struct hp_share *s = bpf_map_lookup_elem(&shares, &tgid);
     if (s)
         return s;
-    struct hp_share zero = {};
+    struct hp_share zero = {.uid = (__u32)bpf_get_current_uid_gid()};
     bpf_map_update_elem(&shares, &tgid, &zero, BPF_NOEXIST);
     return bpf_map_lookup_elem(&shares, &tgid);
+}
+
+/* The record of the owner of the process whose share record is `s`, made
+ * on its first use; NULL for root, whose processes have only their own
+ * bound: root's processes are the operator's, and a bound on them all
+ * would let one root service starve the others. NULL also if the owners
+ * map were full, which it cannot be while it has an entry per share. */
+static __always_inline struct hp_share *owner_of(const struct hp_share *s)
+{
+    __u32 uid = s->uid;
+    if (uid == 0)
+        return NULL;
+    struct hp_share *o = bpf_map_lookup_elem(&owner_shares, &uid);
+    if (o)
+        return o;
+    struct hp_share zero = {.uid = uid};
+    bpf_map_update_elem(&owner_shares, &uid, &zero, BPF_NOEXIST);
+    return bpf_map_lookup_elem(&owner_shares, &uid);
 }
 
 /* Whether a process that holds `held` entries of a map whose share is

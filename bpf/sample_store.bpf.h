@@ -69,8 +69,13 @@ static __always_inline int untrack(__u32 tgid, __u64 ptr, __u64 max_pos)
         return 0;
     bpf_map_delete_elem(&live, &key);
     struct hp_share *s = bpf_map_lookup_elem(&shares, &tgid);
-    if (s)
+    if (s) {
         share_add(&s->live, -1);
+        __u32 uid = s->uid; /* looked up only: the drain runs as the daemon */
+        struct hp_share *o = uid ? bpf_map_lookup_elem(&owner_shares, &uid) : NULL;
+        if (o)
+            share_add(&o->live, -1);
+    }
     struct hp_count_key ck = {.tgid = tgid, .stack_id = gone.stack_id};
     struct hp_counts *c = bpf_map_lookup_elem(&counts, &ck);
     if (c) {
@@ -99,14 +104,19 @@ static __always_inline void record(__u32 tgid, __u64 ptr, __u64 size, __u64 stac
         count_stat(HP_STAT_SHARE_STACKS);
         return;
     }
+    struct hp_share *o = owner_of(s);
     struct hp_count_key ck = {.tgid = tgid, .stack_id = stack_id};
     struct hp_counts *c = bpf_map_lookup_elem(&counts, &ck);
     if (!c) {
-        if (share_refuses(s->rows, row_share, HP_STAT_SHARE_STACKS))
+        if (share_refuses(s->rows, row_share, HP_STAT_SHARE_STACKS) ||
+            (o && share_refuses(o->rows, row_owner_share, HP_STAT_OWNER_STACKS)))
             return;
         struct hp_counts zero = {};
-        if (bpf_map_update_elem(&counts, &ck, &zero, BPF_NOEXIST) == 0)
+        if (bpf_map_update_elem(&counts, &ck, &zero, BPF_NOEXIST) == 0) {
             share_add(&s->rows, 1);
+            if (o)
+                share_add(&o->rows, 1);
+        }
         c = bpf_map_lookup_elem(&counts, &ck);
         if (!c) {
             count_stat(HP_STAT_COUNTS_FULL);
@@ -119,7 +129,8 @@ static __always_inline void record(__u32 tgid, __u64 ptr, __u64 size, __u64 stac
     /* A pointer still in the live set was freed without our seeing it
      * (before we attached, or by a path we do not probe). */
     untrack(tgid, ptr, ~0ULL);
-    if (share_refuses(s->live, live_share, HP_STAT_SHARE_LIVE)) {
+    if (share_refuses(s->live, live_share, HP_STAT_SHARE_LIVE) ||
+        (o && share_refuses(o->live, live_owner_share, HP_STAT_OWNER_LIVE))) {
         count_stat(HP_STAT_SAMPLES); /* counted, as with a full live map, but not in use */
         return;
     }
@@ -146,6 +157,8 @@ static __always_inline void record(__u32 tgid, __u64 ptr, __u64 size, __u64 stac
         count_stat(HP_STAT_LIVE_FULL);
     } else {
         share_add(&s->live, 1);
+        if (o)
+            share_add(&o->live, 1);
     }
     count_stat(HP_STAT_SAMPLES);
 }

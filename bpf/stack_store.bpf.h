@@ -62,9 +62,14 @@ static __always_inline __u64 store_stack(const struct hp_stack *st, struct hp_sh
                     count_stat(HP_STAT_SHARE_STACKS);
                 return 0;
             }
+            struct hp_share *owner = owner_of(share);
+            if (owner && share_refuses(owner->stacks, stack_owner_share, HP_STAT_OWNER_STACKS))
+                return 0;
             long err = bpf_map_update_elem(&stacks, &id, st, BPF_NOEXIST);
             if (err == 0) {
                 share_add(&share->stacks, 1);
+                if (owner)
+                    share_add(&owner->stacks, 1);
                 return id;
             }
             if (err != -EEXIST)

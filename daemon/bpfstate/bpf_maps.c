@@ -21,6 +21,7 @@
 #include "array_grow.h"
 #include "heapprof.skel.h"
 #include "map_walk.h"
+#include "process_shares.h"
 #include "row_index.h"
 
 int bpf_state_persist_target(struct bpf_state *b, uint32_t slot, uint32_t pid,
@@ -516,7 +517,7 @@ int bpf_state_forget_processes(struct bpf_state *b, const uint32_t *tgids, size_
                                  sizeof(struct hp_pending_key), sizeof(struct hp_pending), doomed,
                                  n, true, &pending);
     for (size_t i = 0; i < n; i++) {
-        bpf_map_delete_elem(bpf_map__fd(b->skel->maps.shares), &tgids[i]);
+        process_shares_drop(b->skel, tgids[i]);
         row_index_forget(b->rows, tgids[i]);
     }
     free(doomed);
@@ -564,6 +565,8 @@ const char *bpf_state_stat_name(enum hp_stat s)
         [HP_STAT_FREES_RING_LATER] = "frees_through_ring_of_an_earlier_life",
         [HP_STAT_FREE_RING_FULL] = "frees_trapped_ring_full",
         [HP_STAT_RETURNS_UNCHECKED] = "return_addresses_unchecked",
+        [HP_STAT_OWNER_STACKS] = "samples_dropped_owner_stack_share",
+        [HP_STAT_OWNER_LIVE] = "allocations_untracked_owner_live_share",
     };
     return (unsigned)s < HP_STAT_COUNT ? names[s] : "unknown";
 }

@@ -13,6 +13,13 @@
  * between the two (the same program in another process): so each batch
  * of deleted stacks is kept, what names stacks is read once more after
  * the deletion, and a stack named by then is stored again.
+ *
+ * An owner's record (per real uid) is the sum of its processes' records:
+ * when one goes, its counts are taken out of the owner's by a read, a
+ * subtraction and a write. A sample of another process of that owner
+ * between the read and the write is lost from the owner's count, which
+ * errs towards room (one entry per such sample, in a window of a few
+ * microseconds); the process's own bound still holds.
  */
 #include "process_shares.h"
 
@@ -20,6 +27,7 @@
 
 #include <errno.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -182,7 +190,7 @@ static int prune_shares(struct bpf_state *b, const struct refs *r)
     for (size_t i = 0; i < tgids.n; i++) {
         uint32_t tgid = (uint32_t)tgids.v[i];
         if (!set_has(&r->tgids, tgid))
-            bpf_map_delete_elem(fd, &tgid);
+            process_shares_drop(b->skel, tgid);
     }
     free(tgids.v);
     return e;
@@ -231,10 +239,57 @@ void process_shares_set_bounds(struct heapprof *skel)
     skel->rodata->stack_share = hp_process_share(bpf_map__max_entries(skel->maps.stacks));
     skel->rodata->row_share = hp_process_share(bpf_map__max_entries(skel->maps.counts));
     skel->rodata->live_share = hp_process_share(bpf_map__max_entries(skel->maps.live));
+    skel->rodata->stack_owner_share = hp_owner_share(bpf_map__max_entries(skel->maps.stacks));
+    skel->rodata->row_owner_share = hp_owner_share(bpf_map__max_entries(skel->maps.counts));
+    skel->rodata->live_owner_share = hp_owner_share(bpf_map__max_entries(skel->maps.live));
+}
+
+/* Adds `s`'s counts, times `sign`, to the record of its owner (none for
+ * root, as in bpf/process_share.bpf.h); deletes the record once empty. */
+static int owner_add(struct heapprof *skel, const struct hp_share *s, int sign)
+{
+    if (s->uid == 0)
+        return 0;
+    int fd = bpf_map__fd(skel->maps.owner_shares);
+    struct hp_share o = {.uid = s->uid};
+    bpf_map_lookup_elem(fd, &s->uid, &o); /* none yet: zeros */
+    o.stacks += sign * s->stacks;
+    o.rows += sign * s->rows;
+    o.live += sign * s->live;
+    if (o.stacks <= 0 && o.rows <= 0 && o.live <= 0)
+        return bpf_map_delete_elem(fd, &s->uid) && errno != ENOENT ? -errno : 0;
+    return bpf_map_update_elem(fd, &s->uid, &o, BPF_ANY) ? -errno : 0;
+}
+
+void process_shares_drop(struct heapprof *skel, uint32_t tgid)
+{
+    int fd = bpf_map__fd(skel->maps.shares);
+    struct hp_share s;
+    /* Read, then deleted: what the process adds in between is not taken out
+     * of its owner's (errs towards less room, and the process is going). */
+    if (bpf_map_lookup_elem(fd, &tgid, &s) == 0 && bpf_map_delete_elem(fd, &tgid) == 0)
+        owner_add(skel, &s, -1);
+}
+
+/* The real uid of process `tgid` (the first of /proc/PID/status's Uid:
+ * line), or 0 when it cannot be read: a process gone adds nothing more. */
+static uint32_t real_uid(uint32_t tgid)
+{
+    char path[64], line[256];
+    snprintf(path, sizeof(path), "/proc/%u/status", tgid);
+    FILE *f = fopen(path, "re");
+    unsigned uid = 0;
+    bool found = false;
+    while (f && !found && fgets(line, sizeof(line), f))
+        found = sscanf(line, "Uid: %u", &uid) == 1;
+    if (f)
+        fclose(f);
+    return found ? uid : 0;
 }
 
 /* What process_shares_count adds each key of a walk to. */
 struct tally {
+    struct heapprof *skel;
     int shares_fd;
     bool live; /* the walk is over the live map, else over the counts */
 };
@@ -247,17 +302,20 @@ static int tally_key(const void *key, const void *value, void *ctx)
     uint32_t tgid;
     memcpy(&tgid, key, sizeof(tgid)); /* both keys start with the tgid */
     struct hp_share s = {0};
-    bpf_map_lookup_elem(t->shares_fd, &tgid, &s); /* none yet: zeros */
+    if (bpf_map_lookup_elem(t->shares_fd, &tgid, &s) != 0)
+        s.uid = real_uid(tgid); /* the first entry of this process */
+    struct hp_share one = {.uid = s.uid};
     if (t->live)
-        s.live++;
+        s.live++, one.live = 1;
     else
-        s.rows++;
-    return bpf_map_update_elem(t->shares_fd, &tgid, &s, BPF_ANY) ? -errno : 0;
+        s.rows++, one.rows = 1;
+    int e = bpf_map_update_elem(t->shares_fd, &tgid, &s, BPF_ANY) ? -errno : 0;
+    return e ? e : owner_add(t->skel, &one, 1);
 }
 
 int process_shares_count(struct heapprof *skel)
 {
-    struct tally t = {.shares_fd = bpf_map__fd(skel->maps.shares)};
+    struct tally t = {.skel = skel, .shares_fd = bpf_map__fd(skel->maps.shares)};
     int e = map_walk(bpf_map__fd(skel->maps.counts), sizeof(struct hp_count_key),
                      sizeof(struct hp_counts), tally_key, &t);
     t.live = true;

@@ -20,6 +20,9 @@ checks that it fails:
   and root's process of that name is attached.
 - root's process exits and the user's takes its pid before the next
   history tick: the user is served none of root's history.
+- eight processes of the user fill their shares of the stacks map: the
+  user's processes together hold only the owner's share (a quarter), and
+  root's process is still recorded exactly at --sample-interval 1.
 """
 
 import concurrent.futures
@@ -386,6 +389,55 @@ class RuleOwnerTest(unittest.TestCase):
             h.check(len(held) <= 1, f"the user's namesakes attached: {held}, over its cap of 1")
 
 
+# The owner test's stacks map: a process's share is an eighth (64), an
+# owner's a quarter (128), so eight processes of one user at their own
+# share would fill it. many_stacks.c makes about 125 distinct stacks.
+OWNER_TEST_MAX_STACKS = 512
+OWNER_STACK_SHARE = OWNER_TEST_MAX_STACKS // 4
+# Processes of the user: what one process's share times this fills.
+OWNER_TEST_PROCESSES = 8
+# Stacks the share checks may let past (one per CPU per race, tested
+# before the add: bpf/process_share.bpf.h): a bound, with room to spare.
+SHARE_RACE_SLACK = 2 * (os.cpu_count() or 1)
+
+
+class OwnerShareTest(unittest.TestCase):
+    """One user's processes together hold only their owner's share of the
+    maps; root's process keeps recording. About 5 s."""
+
+    def test_eight_processes_of_one_user_leave_root_recorded_exactly(self):
+        with h.Daemon("--sample-interval", "1", "--max-stacks",
+                      str(OWNER_TEST_MAX_STACKS)) as d, contextlib.ExitStack() as stack:
+            theirs = [stack.enter_context(u.UserWorkload("many_stacks"))
+                      for _ in range(OWNER_TEST_PROCESSES)]
+            for w in theirs:
+                h.check_equal(u.curl(d.url(f"/debug/pprof/heap?pid={w.pid}"))[0], 200,
+                              f"the user attaching its process {w.pid}")
+            for w in theirs:
+                w.go()
+            for w in theirs:
+                w.wait_done()
+            m = d.metrics()
+            stored = m.labelled[("heapprofd_map_entries", (("map", "stacks"),))]
+
+            with h.Workload("exact") as roots:
+                d.profile(f"/debug/pprof/heap?pid={roots.pid}")  # attaches
+                roots.run()
+                profile = h.decode(d.profile(f"/debug/pprof/heap?pid={roots.pid}"))
+            totals = h.totals_by_leaf(profile.samples)
+            wrong = [f"  {fn}: expected {want}, got {totals.get(fn)}"
+                     for fn, want in h.EXACT_EXPECTED.items() if totals.get(fn) != want]
+            full = d.metric("heapprofd_samples_dropped_stack_map_full_total")
+            h.check(not wrong and full == 0,
+                    "root's process beside the user's full shares: totals per leaf differ:\n"
+                    + "\n".join(wrong) + f"\nsamples dropped on a full stack map: {full}; "
+                    f"the user's processes stored {stored} stacks")
+            h.check(stored <= OWNER_STACK_SHARE + SHARE_RACE_SLACK,
+                    f"the user's {OWNER_TEST_PROCESSES} processes stored {stored} stacks, over "
+                    f"their owner's share of {OWNER_STACK_SHARE} (+{SHARE_RACE_SLACK})")
+            # A full owner's share is counted, never silent.
+            refused = m.get("heapprofd_samples_dropped_owner_stack_share_total")
+            h.check(refused, f"samples refused for the owner's share: {refused}")
 
 if __name__ == "__main__":
     h.main()

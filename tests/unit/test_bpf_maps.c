@@ -5,7 +5,8 @@
  * one of /dev/null, which BPF_MAP_GET_NEXT_KEY refuses; the readers used
  * to stop their walk there and answer 0 as if the map were empty. Also the
  * daemon's half of the per-process shares: stacks that nothing names are
- * pruned, and the shares of adopted maps are counted again.
+ * pruned, and the shares of adopted maps are counted again; an owner's
+ * record loses what a process held when the process's record goes.
  */
 #include "bpf_state.h"
 #include "check.h"
@@ -120,6 +121,39 @@ static void shares_are_counted_from_the_maps(void)
     CHECK_INT_EQ(bpf_state_forget_process(&bpf, TGID_A), 0);
     CHECK_INT_EQ(bpf_state_forget_process(&bpf, TGID_B), 0);
     CHECK(!get_share(TGID_A, &a) && !get_share(TGID_B, &b));
+}
+
+/* The owner's record of uid `uid`; false if there is none. */
+static bool get_owner(uint32_t uid, struct hp_share *s)
+{
+    return bpf_map_lookup_elem(bpf_map__fd(bpf.skel->maps.owner_shares), &uid, s) == 0;
+}
+
+/* An owner's record is the sum of its processes' (bpf/process_share.bpf.h):
+ * forgetting a process, or pruning its record, takes what it held out of
+ * its owner's, and the owner's record goes with its last process. */
+static void owners_lose_what_a_forgotten_process_held(void)
+{
+    const uint32_t uid = 4242, ta = TGID_A, tb = TGID_B;
+    int shares = bpf_map__fd(bpf.skel->maps.shares);
+    struct hp_share a = {.stacks = 2, .rows = 3, .live = 4, .uid = uid};
+    struct hp_share b = {.stacks = 1, .rows = 0, .live = 0, .uid = uid};
+    struct hp_share sum = {.stacks = 3, .rows = 3, .live = 4, .uid = uid};
+    CHECK_INT_EQ(bpf_map_update_elem(shares, &ta, &a, BPF_ANY), 0);
+    CHECK_INT_EQ(bpf_map_update_elem(shares, &tb, &b, BPF_ANY), 0);
+    int owners = bpf_map__fd(bpf.skel->maps.owner_shares);
+    CHECK_INT_EQ(bpf_map_update_elem(owners, &uid, &sum, BPF_ANY), 0);
+
+    CHECK_INT_EQ(bpf_state_forget_process(&bpf, TGID_A), 0);
+    struct hp_share o = {0};
+    CHECK(get_owner(uid, &o));
+    CHECK_INT_EQ(o.stacks, 1);
+    CHECK_INT_EQ(o.rows, 0);
+    CHECK_INT_EQ(o.live, 0);
+    /* B has no row or call: a prune drops its record, and the owner's. */
+    CHECK_INT_EQ(bpf_state_prune_stacks(&bpf, NULL), 0);
+    CHECK(!get_share(TGID_B, &o));
+    CHECK(!get_owner(uid, &o));
 }
 
 static void walks_that_fail_are_errors_not_empty_maps(void)
@@ -248,6 +282,7 @@ int main(void)
     }
     RUN_TEST(stacks_nothing_names_are_pruned);
     RUN_TEST(shares_are_counted_from_the_maps);
+    RUN_TEST(owners_lose_what_a_forgotten_process_held);
     RUN_TEST(processes_without_entries_are_not_walked);
     RUN_TEST(rows_made_after_a_read_are_read_too);
     RUN_TEST(walks_see_every_batch);
