@@ -48,23 +48,33 @@ int thread_stop_syscall_safe(long nr)
     }
 }
 
-/* One line of /proc/PID/task/TID/status as a number: -1 if absent. */
-long task_status_field(pid_t pid, pid_t tid, const char *field)
+/* The value of field `field` of /proc/PID/task/TID/status, read as a
+ * number in `base` into `*v`: 0, or -1 if the file or the field is not
+ * there (the thread exited, or an older kernel). */
+static int task_status_number(pid_t pid, pid_t tid, const char *field, int base,
+                              unsigned long long *v)
 {
     char path[64], line[256];
     snprintf(path, sizeof(path), "/proc/%d/task/%d/status", (int)pid, (int)tid);
     FILE *f = fopen(path, "re");
     if (!f)
         return -1;
-    long v = -1;
+    int e = -1;
     size_t n = strlen(field);
     while (fgets(line, sizeof(line), f))
         if (strncmp(line, field, n) == 0 && line[n] == ':') {
-            v = strtol(line + n + 1, NULL, 10);
+            *v = strtoull(line + n + 1, NULL, base);
+            e = 0;
             break;
         }
     fclose(f);
-    return v;
+    return e;
+}
+
+long task_status_field(pid_t pid, pid_t tid, const char *field)
+{
+    unsigned long long v;
+    return task_status_number(pid, tid, field, 10, &v) == 0 ? (long)v : -1;
 }
 
 /* The system call thread `tid` is blocked in: its number, -1 when it runs
@@ -150,24 +160,10 @@ static enum blocked_call blocked_call_kind(long nr, const uint64_t args[6])
     }
 }
 
-/* A mask field of /proc/PID/task/TID/status (SigPnd, ShdPnd, SigBlk,
- * SigIgn): hexadecimal; 0 if absent. */
 uint64_t task_status_mask(pid_t pid, pid_t tid, const char *field)
 {
-    char path[64], line[256];
-    snprintf(path, sizeof(path), "/proc/%d/task/%d/status", (int)pid, (int)tid);
-    FILE *f = fopen(path, "re");
-    if (!f)
-        return 0;
-    uint64_t v = 0;
-    size_t n = strlen(field);
-    while (fgets(line, sizeof(line), f))
-        if (strncmp(line, field, n) == 0 && line[n] == ':') {
-            v = strtoull(line + n + 1, NULL, 16);
-            break;
-        }
-    fclose(f);
-    return v;
+    unsigned long long v;
+    return task_status_number(pid, tid, field, 16, &v) == 0 ? (uint64_t)v : 0;
 }
 
 /* Candidate threads in order of preference: running, blocked outside a

@@ -685,6 +685,24 @@ def wait_traced(pid, tid=None, timeout=10):
         time.sleep(0.05)
 
 
+def stale_account(name, pattern, script):
+    """Whether user or group `name`, one that `pattern` matches with the pid
+    of the test run that made it as group 1, is left over from a run that
+    is over: its pid runs no `script` any more, or is this run's (a crashed
+    run's pid reused: this run has made none yet when it asks)."""
+    m = pattern.match(name)
+    if not m:
+        return False
+    pid = int(m.group(1))
+    if pid == os.getpid():
+        return True
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return script.encode() not in f.read()
+    except OSError:
+        return True
+
+
 def nonexistent_pid():
     """A pid with no process (the highest free one below pid_max)."""
     with open("/proc/sys/kernel/pid_max") as f:

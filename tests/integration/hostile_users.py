@@ -20,18 +20,8 @@ OUR_NAME = re.compile(rf"^{PREFIX}(\d+)[a-z]$")
 
 
 def _stale(name):
-    """Whether `name` is one of ours from a run whose process is gone."""
-    m = OUR_NAME.match(name)
-    if not m:
-        return False
-    pid = int(m.group(1))
-    if pid == os.getpid():
-        return True
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            return b"test_hostile.py" not in f.read()
-    except OSError:
-        return True
+    """Whether `name` is one of ours from a run that is over."""
+    return h.stale_account(name, OUR_NAME, "test_hostile.py")
 
 
 class Accounts:

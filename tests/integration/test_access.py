@@ -47,20 +47,8 @@ def _run(argv):
 
 
 def _stale(name):
-    """Whether `name` is one of ours from a run that is over: its pid runs no
-    test_access.py any more (or is this run's, which has made none yet: a
-    crashed run's pid reused)."""
-    m = OUR_NAME.match(name)
-    if not m:
-        return False
-    pid = int(m.group(1))
-    if pid == os.getpid():
-        return True
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            return b"test_access.py" not in f.read()
-    except OSError:
-        return True
+    """Whether `name` is one of ours from a run that is over."""
+    return h.stale_account(name, OUR_NAME, "test_access.py")
 
 
 def remove_stale_accounts():
