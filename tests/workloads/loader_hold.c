@@ -106,6 +106,21 @@ static void *iterate(void *arg)
     return NULL;
 }
 
+/* Says the loader is free again, waits for the test's word, stops the
+ * allocating thread and reports how many calls it made. */
+static int finish(pthread_t allocator)
+{
+    printf("released\n");
+    fflush(stdout);
+    handshake_wait_line();
+    stop = 1;
+    pthread_join(allocator, NULL);
+    printf("ops %lu\n", ops);
+    fflush(stdout);
+    handshake_done();
+    return 0;
+}
+
 /* Mode "dead": the load lock held by nobody there is, then given back. */
 static int dead_owner(void)
 {
@@ -131,15 +146,7 @@ static int dead_owner(void)
     void *h = dlopen(library, RTLD_NOW); /* the loader works again */
     if (!h)
         handshake_die(dlerror());
-    printf("released\n");
-    fflush(stdout);
-    handshake_wait_line();
-    stop = 1;
-    pthread_join(allocator, NULL);
-    printf("ops %lu\n", ops);
-    fflush(stdout);
-    handshake_done();
-    return 0;
+    return finish(allocator);
 }
 
 int main(int argc, char **argv)
@@ -177,13 +184,5 @@ int main(int argc, char **argv)
     if (write(wait[0], &c, 1) != 1)
         handshake_die("release");
     pthread_join(loader, NULL);
-    printf("released\n");
-    fflush(stdout);
-    handshake_wait_line();
-    stop = 1;
-    pthread_join(allocator, NULL);
-    printf("ops %lu\n", ops);
-    fflush(stdout);
-    handshake_done();
-    return 0;
+    return finish(allocator);
 }
